@@ -1,0 +1,29 @@
+# `make demo` and `make test` are the whole set-up on a fresh clone: each creates .venv and
+# installs what it needs on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lint test demo bench clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check retold adapters policies tests examples
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache build *.egg-info

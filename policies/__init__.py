@@ -1,0 +1,3 @@
+"""The reference policy bundle (installed as ``retold.policy``)."""
+
+from __future__ import annotations

@@ -1,0 +1,102 @@
+"""Retold's exception tree.
+
+::
+
+    RetoldError
+    ├── UsageError                 the caller asked for something invalid; fix the call
+    │   ├── InvalidInputError      a value failed validation; ``.field`` names it
+    │   ├── BundleMismatchError    the declared bundle does not describe this host
+    │   └── TokenizerUnavailableError  a token-counter encoding cannot be loaded
+    └── RuntimeFailure             something outside the caller's control failed
+        ├── StoreError             the database refused or failed a read or write
+        ├── PolicyError            a policy timed out, raised, or returned garbage
+        └── AdapterHTTPError       a provider answered with an error status
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+__all__ = [
+    "AdapterHTTPError",
+    "BundleMismatchError",
+    "InvalidInputError",
+    "PolicyError",
+    "RetoldError",
+    "RuntimeFailure",
+    "StoreError",
+    "TokenizerUnavailableError",
+    "UsageError",
+]
+
+
+class RetoldError(Exception):
+    """Root of every exception Retold raises on purpose."""
+
+
+class UsageError(RetoldError):
+    """The caller asked for something invalid; the message says what to change."""
+
+
+class InvalidInputError(UsageError):
+    """A value failed validation at a boundary.
+
+    Attributes:
+        field: dotted name of the first offending field ("" when not field-specific).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+    @classmethod
+    def from_validation_error(cls, exc: ValidationError) -> InvalidInputError:
+        """Turn pydantic's error into one line naming the first bad field."""
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first.get("loc", ()))
+        return cls(field, str(first.get("msg", "invalid value")))
+
+
+class BundleMismatchError(UsageError):
+    """The declared policy bundle's manifest does not match what this host runs."""
+
+
+class TokenizerUnavailableError(UsageError):
+    """A token-counter encoding could not be loaded (no network, no cache)."""
+
+
+class RuntimeFailure(RetoldError):
+    """Something outside the caller's control failed."""
+
+
+class StoreError(RuntimeFailure):
+    """The database refused or failed a read or write."""
+
+
+class PolicyError(RuntimeFailure):
+    """A policy timed out, raised, or returned output that failed validation.
+
+    Attributes:
+        stage: the pipeline stage ("gap", "retrieval", "admission", ...).
+        reason: a short machine-readable reason ("timeout", "exception", "malformed", ...).
+    """
+
+    def __init__(self, stage: str, reason: str, detail: str = "") -> None:
+        self.stage = stage
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{stage} failed: {reason}" + (f" ({detail})" if detail else ""))
+
+
+class AdapterHTTPError(RuntimeFailure):
+    """A provider answered with an error status.
+
+    Attributes:
+        status_code: the HTTP status (0 when no response arrived).
+        body: the response body, truncated to 500 characters and redacted.
+    """
+
+    def __init__(self, status_code: int, body: str, message: str = "") -> None:
+        self.status_code = status_code
+        self.body = body[:500]
+        super().__init__(message or f"provider returned HTTP {status_code}: {self.body}")

@@ -1,0 +1,895 @@
+"""The ``Store`` protocol and its SQLite implementation.
+
+One SQLite file (WAL, ``busy_timeout``), schema versioned per component, every write in a
+``BEGIN IMMEDIATE`` transaction, an FTS5 index maintained with the records, and an
+append-only ``events`` table. Every read and write takes its scope from a trusted
+:class:`~retold.Principal` and filters on it in SQL (CTI-1). Every string a write binds
+passes the store's :class:`~retold.Redactor` first (SR-1), so no caller can bypass the gate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import anyio
+import structlog
+from pydantic import ValidationError
+from sqlite_utils import Database
+
+from ._errors import InvalidInputError, StoreError, UsageError
+from ._records import (
+    Activation,
+    Event,
+    EvidenceRef,
+    LifecycleState,
+    Principal,
+    Record,
+    RecordDraft,
+    TranscriptTurn,
+    WriteOrigin,
+)
+from ._redaction import Redactor
+
+__all__ = ["AsyncStore", "SQLiteStore", "Store", "Writer", "iso"]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+_UNTRUSTED_ORIGINS = frozenset({WriteOrigin.EXTRACTION, WriteOrigin.TOOL_CALL})
+
+
+def iso(value: datetime | None) -> str | None:
+    """Canonical, lexicographically sortable UTC text for a datetime."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return "r" + uuid.uuid4().hex
+
+
+_CORE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE retold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE records (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        activation TEXT NOT NULL DEFAULT 'conditional',
+        lifecycle TEXT NOT NULL,
+        epistemic TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        source_type TEXT NOT NULL,
+        speaker TEXT,
+        event_time TEXT,
+        valid_from TEXT,
+        valid_to TEXT,
+        expires_at TEXT,
+        superseded_by TEXT,
+        conflicts_with TEXT NOT NULL DEFAULT '[]',
+        evidence TEXT NOT NULL DEFAULT '[]',
+        attribute TEXT,
+        tags TEXT NOT NULL DEFAULT '[]',
+        session_id TEXT,
+        idempotency_key TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (tenant, principal, idempotency_key)
+    );
+    CREATE INDEX records_scope ON records (tenant, principal, lifecycle, created_at);
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        text, content='records', content_rowid='rowid',
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE transcript_turns (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        turn_index INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        speaker TEXT,
+        text TEXT NOT NULL,
+        time TEXT NOT NULL,
+        PRIMARY KEY (tenant, principal, session_id, turn_index)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        record_id TEXT,
+        type TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        time TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_scope ON events (tenant, principal, record_id);
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
+)
+
+_RECORD_COLUMNS = (
+    "id, tenant, principal, kind, text, activation, lifecycle, epistemic, confidence, "
+    "source_type, speaker, event_time, valid_from, valid_to, expires_at, superseded_by, "
+    "conflicts_with, evidence, attribute, tags, session_id, idempotency_key, created_at, "
+    "updated_at"
+)
+
+
+def _row_to_record(row: Mapping[str, Any]) -> Record:
+    data = dict(row)
+    data.pop("rowid", None)
+    data.pop("score", None)
+    for key in ("conflicts_with", "evidence", "tags"):
+        data[key] = json.loads(data[key])
+    return Record.model_validate(data)
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression that ORs the words of free text (None when it has none).
+
+    Words are quoted, so user text can never inject FTS5 syntax.
+    """
+    words = re.findall(r"\w+", text.lower())
+    if not words:
+        return None
+    unique = list(dict.fromkeys(words))
+    return " OR ".join(f'"{w}"' for w in unique)
+
+
+class Writer:
+    """The write side of one open transaction. Every bound string is redacted first."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self.now = store.clock()
+
+    def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
+        redact = self._store.redactor.redact
+        if isinstance(params, Mapping):
+            return {k: redact(v) if isinstance(v, str) else v for k, v in params.items()}
+        return [redact(v) if isinstance(v, str) else v for v in params]
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
+        """Run one statement inside the transaction with redacted parameters."""
+        cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params))
+        return cursor
+
+    def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
+        """Insert one row; returns the number of rows written (0 when ignored)."""
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        cur = self.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
+        return cur.rowcount
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+        """Read inside the transaction (sees its uncommitted writes)."""
+        return list(self._store.db.query(sql, params))
+
+    def step(self, name: str) -> None:
+        """Mark a point inside a write; the store's fault seam may raise here (tests)."""
+        if self._store._on_write_step is not None:
+            self._store._on_write_step(name)
+
+    def event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one audit event in this transaction."""
+        payload = json.dumps(self._store.redactor.redact_value(dict(data or {})), sort_keys=True)
+        self.execute(
+            "INSERT INTO events (tenant, principal, record_id, type, actor, time, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
+        )
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Scoped persistence for records, transcript turns and audit events.
+
+    A conforming store must:
+
+    * filter every read, search, list, update and delete on the given ``Principal`` in the
+      query itself, with no way to read across tenants;
+    * pass every persisted string through its redactor before it is written (SR-1);
+    * write each call atomically: either all of it (record, index, events) or none of it;
+    * never return deleted text, and never return superseded or expired records from
+      ``search`` or default listings.
+    """
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def add(
+        self,
+        scope: Principal,
+        draft: RecordDraft,
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+    ) -> Record: ...
+
+    def get(self, scope: Principal, record_id: str) -> Record | None: ...
+
+    def list_records(
+        self,
+        scope: Principal,
+        *,
+        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
+        activation: Activation | None = None,
+        include_expired: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]: ...
+
+    def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]: ...
+
+    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
+
+    def transition(
+        self,
+        scope: Principal,
+        record_id: str,
+        lifecycle: LifecycleState,
+        *,
+        actor: str,
+        reason: str = "",
+    ) -> Record: ...
+
+    def set_activation(
+        self,
+        scope: Principal,
+        record_id: str,
+        activation: Activation,
+        *,
+        actor: str,
+        origin: WriteOrigin,
+        data: Mapping[str, Any] | None = None,
+    ) -> Record: ...
+
+    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn: ...
+
+    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None: ...
+
+    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]: ...
+
+    def append_event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+    def events(
+        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
+    ) -> list[Event]: ...
+
+
+class SQLiteStore:
+    """The default store: one SQLite file, no server.
+
+    Args:
+        path: database file (created if missing). ``":memory:"`` works for throwaway use.
+        clock: returns the current time; inject a fixed clock for reproducible rows.
+        id_factory: returns a new record id; inject for reproducible ids.
+        redaction_key: key for secret ids; by default a random key is created with the file
+            and kept in it, so ids are stable for that store.
+        busy_timeout_ms: how long a writer waits for another process's lock.
+        on_write_step: test seam called with a step name at each point inside a write;
+            raising from it aborts the write (which must then leave no trace).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        redaction_key: bytes | None = None,
+        busy_timeout_ms: int = 30_000,
+        on_write_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = str(path)
+        self._clock: Clock = clock or _utcnow
+        self._new_id = id_factory or _new_id
+        self._on_write_step = on_write_step
+        self._lock = threading.RLock()
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
+        self.db = Database(conn)
+        self._conn = conn
+        self.ensure_schema("core", _CORE_MIGRATIONS)
+        self.redactor = Redactor(redaction_key or self._stored_key())
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Iterator[Writer]:
+        """Open a ``BEGIN IMMEDIATE`` transaction; commit on success, roll back on any error."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write transaction: {exc}") from exc
+            try:
+                yield Writer(self)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+        """Run a read-only query and return its rows as dicts."""
+        with self._lock:
+            return list(self.db.query(sql, params))
+
+    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
+        """Apply the not-yet-applied migrations of ``component``, each in one transaction.
+
+        Components (core, retrieval, profile, audit, ...) version their tables separately, so
+        a module can own its schema. Safe to call from several processes at once.
+        """
+        with self._lock:
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS retold_schema "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            for version, script in enumerate(migrations, start=1):
+                with self.write() as w:
+                    row = w.query(
+                        "SELECT version FROM retold_schema WHERE component = ?", [component]
+                    )
+                    current = row[0]["version"] if row else 0
+                    if current >= version:
+                        continue
+                    for statement in _split_sql(script):
+                        self._conn.execute(statement)
+                    self._conn.execute(
+                        "INSERT INTO retold_schema (component, version) VALUES (?, ?) "
+                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                        [component, version],
+                    )
+                    log.debug("schema_migrated", component=component, version=version)
+
+    def schema_version(self, component: str) -> int:
+        rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
+        return int(rows[0]["version"]) if rows else 0
+
+    def _stored_key(self) -> bytes:
+        with self._lock:
+            with self.write():
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO retold_meta (key, value) VALUES ('redaction_key', ?)",
+                    [secrets.token_hex(32)],
+                )
+            row = self.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
+            return bytes.fromhex(row[0]["value"])
+
+    # -- records ------------------------------------------------------------------------
+
+    def _fetch(self, reader: Writer | SQLiteStore, scope: Principal, record_id: str) -> Record | None:
+        rows = reader.query(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?",
+            [scope.tenant, scope.principal, record_id],
+        )
+        return _row_to_record(rows[0]) if rows else None
+
+    def _require(self, w: Writer, scope: Principal, record_id: str, field: str) -> Record:
+        record = self._fetch(w, scope, record_id)
+        if record is None:
+            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
+        return record
+
+    def add(
+        self,
+        scope: Principal,
+        draft: RecordDraft,
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+    ) -> Record:
+        """Write a new record (redacted) with its index entry and ``record.created`` event.
+
+        If ``draft.supersedes`` names a record, that record is closed (``superseded``) in the
+        same transaction. If ``draft.idempotency_key`` is already stored for the principal,
+        nothing is written and the stored record is returned.
+
+        Raises:
+            InvalidInputError: ambient activation from extraction or a tool call (the attempt
+                is audited), or a supersedes/conflict id not found in this scope.
+        """
+        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
+            self.append_event(
+                scope,
+                "record.activation_refused",
+                actor=actor,
+                data={"origin": origin.value, "requested": "ambient"},
+            )
+            log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
+            raise InvalidInputError(
+                "activation",
+                f"a write from {origin.value} cannot set ambient activation; "
+                "only the audited activation policy or a reviewer can promote a record",
+            )
+        try:
+            with self.write() as w:
+                record = self._insert(w, scope, draft, origin=origin, actor=actor)
+        except sqlite3.Error as exc:
+            raise StoreError(f"record write failed: {exc}") from exc
+        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
+        return record
+
+    def _insert(
+        self, w: Writer, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
+    ) -> Record:
+        if draft.idempotency_key is not None:
+            rows = w.query(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+                "AND idempotency_key = ?",
+                [scope.tenant, scope.principal, w._store.redactor.redact(draft.idempotency_key)],
+            )
+            if rows:
+                return _row_to_record(rows[0])
+        if draft.supersedes is not None:
+            old = self._require(w, scope, draft.supersedes, "supersedes")
+            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
+                raise InvalidInputError(
+                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
+                )
+        for other in draft.conflicts_with:
+            self._require(w, scope, other, "conflicts_with")
+        now = w.now
+        record_id = self._new_id()
+        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
+        record = Record.model_validate(
+            {
+                **body,
+                "id": record_id,
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "idempotency_key": draft.idempotency_key,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        # Redact before building the row so the returned record equals the stored one.
+        record = self._redacted(record)
+        w.insert("records", _record_row(record))
+        w.step("record_inserted")
+        w.execute(
+            "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records WHERE id = ?",
+            [record.id],
+        )
+        w.step("fts_indexed")
+        w.event(
+            scope,
+            "record.created",
+            actor=actor,
+            record_id=record.id,
+            data={"origin": origin.value, "kind": record.kind.value},
+        )
+        if draft.supersedes is not None:
+            w.execute(
+                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
+            )
+            w.step("superseded")
+            w.event(
+                scope,
+                "record.superseded",
+                actor=actor,
+                record_id=draft.supersedes,
+                data={"superseded_by": record.id},
+            )
+        for other in draft.conflicts_with:
+            self._link_conflict(w, scope, other, record.id)
+            w.event(
+                scope, "record.conflict_linked", actor=actor, record_id=record.id,
+                data={"other": other},
+            )
+        w.step("before_commit")
+        return record
+
+    def _redacted(self, record: Record) -> Record:
+        r = self.redactor.redact
+        return record.model_copy(
+            update={
+                "text": r(record.text),
+                "speaker": r(record.speaker) if record.speaker else record.speaker,
+                "attribute": r(record.attribute) if record.attribute else record.attribute,
+                "tags": tuple(r(t) for t in record.tags),
+            }
+        )
+
+    def _link_conflict(self, w: Writer, scope: Principal, record_id: str, other: str) -> None:
+        row = self._require(w, scope, record_id, "conflicts_with")
+        links = sorted(set(row.conflicts_with) | {other})
+        w.execute(
+            "UPDATE records SET conflicts_with = ?, updated_at = ? "
+            "WHERE tenant = ? AND principal = ? AND id = ?",
+            [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
+        )
+
+    def get(self, scope: Principal, record_id: str) -> Record | None:
+        """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
+        return self._fetch(self, scope, record_id)
+
+    def list_records(
+        self,
+        scope: Principal,
+        *,
+        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
+        activation: Activation | None = None,
+        include_expired: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records in ``scope``, newest first (ties by id).
+
+        By default only active, unexpired records; pass ``lifecycle=None`` for every state.
+        """
+        where = ["tenant = ?", "principal = ?"]
+        params: list[Any] = [scope.tenant, scope.principal]
+        if lifecycle is not None:
+            states = [LifecycleState(s).value for s in lifecycle]
+            where.append(f"lifecycle IN ({', '.join('?' for _ in states)})")
+            params.extend(states)
+        if activation is not None:
+            where.append("activation = ?")
+            params.append(activation.value)
+        if not include_expired:
+            where.append("(expires_at IS NULL OR expires_at > ?)")
+            params.append(iso(self._clock()))
+        sql = (
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(where)} "
+            "ORDER BY COALESCE(event_time, created_at) DESC, id"
+        )
+        if limit is not None:
+            if limit < 0:
+                raise InvalidInputError("limit", "must be >= 0")
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_row_to_record(row) for row in self.query(sql, params)]
+
+    def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]:
+        """BM25 full-text search over live records in ``scope``; best first, ties by id.
+
+        Scores are FTS5 ``bm25()`` negated, so higher is better.
+        """
+        match = fts_query(query)
+        if match is None or limit <= 0:
+            return []
+        rows = self.query(
+            f"SELECT {', '.join('r.' + c.strip() for c in _RECORD_COLUMNS.split(','))}, "
+            "-bm25(records_fts) AS score "
+            "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+            "WHERE records_fts MATCH ? AND r.tenant = ? AND r.principal = ? "
+            "AND r.lifecycle = 'active' AND r.superseded_by IS NULL "
+            "AND (r.expires_at IS NULL OR r.expires_at > ?) "
+            "ORDER BY score DESC, r.id LIMIT ?",
+            [match, scope.tenant, scope.principal, iso(self._clock()), limit],
+        )
+        return [(_row_to_record(row), float(row["score"])) for row in rows]
+
+    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
+        """Delete a record: its text is erased (and unindexed); the row and its events stay.
+
+        Raises:
+            InvalidInputError: no such record in ``scope``.
+        """
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is not LifecycleState.DELETED:
+                self._unindex(w, record_id)
+                w.execute(
+                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
+                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
+                    [iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                w.step("deleted")
+                w.event(
+                    scope, "record.deleted", actor=actor, record_id=record_id,
+                    data={"previous": record.lifecycle.value},
+                )
+            deleted = self._require(w, scope, record_id, "id")
+        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
+        return deleted
+
+    def _unindex(self, w: Writer, record_id: str) -> None:
+        w.execute(
+            "INSERT INTO records_fts (records_fts, rowid, text) "
+            "SELECT 'delete', rowid, text FROM records WHERE id = ?",
+            [record_id],
+        )
+
+    def transition(
+        self,
+        scope: Principal,
+        record_id: str,
+        lifecycle: LifecycleState,
+        *,
+        actor: str,
+        reason: str = "",
+    ) -> Record:
+        """Move a record to another lifecycle state (``deleted`` goes through :meth:`delete`)."""
+        lifecycle = LifecycleState(lifecycle)
+        if lifecycle is LifecycleState.DELETED:
+            return self.delete(scope, record_id, actor=actor)
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is LifecycleState.DELETED:
+                raise InvalidInputError("id", f"record {record_id!r} is deleted")
+            w.execute(
+                "UPDATE records SET lifecycle = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [lifecycle.value, iso(w.now), scope.tenant, scope.principal, record_id],
+            )
+            w.event(
+                scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id,
+                data={"previous": record.lifecycle.value, "reason": reason},
+            )
+            return self._require(w, scope, record_id, "id")
+
+    def set_activation(
+        self,
+        scope: Principal,
+        record_id: str,
+        activation: Activation,
+        *,
+        actor: str,
+        origin: WriteOrigin,
+        data: Mapping[str, Any] | None = None,
+    ) -> Record:
+        """Change a record's activation and append ``record.activation_changed``.
+
+        Only the activation policy and reviewers may promote to ambient.
+        """
+        activation = Activation(activation)
+        if activation is Activation.AMBIENT and origin not in (
+            WriteOrigin.ACTIVATION_POLICY,
+            WriteOrigin.REVIEWER,
+        ):
+            raise UsageError("only the activation policy or a reviewer may set ambient activation")
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.activation is not activation:
+                w.execute(
+                    "UPDATE records SET activation = ?, updated_at = ? "
+                    "WHERE tenant = ? AND principal = ? AND id = ?",
+                    [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                w.event(
+                    scope, "record.activation_changed", actor=actor, record_id=record_id,
+                    data={
+                        "from": record.activation.value,
+                        "to": activation.value,
+                        "origin": origin.value,
+                        **(data or {}),
+                    },
+                )
+            return self._require(w, scope, record_id, "id")
+
+    # -- transcript ---------------------------------------------------------------------
+
+    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Persist one transcript turn (redacted). A turn index is written once per session.
+
+        Raises:
+            InvalidInputError: the session already has a turn with this index.
+        """
+        clean = turn.model_copy(
+            update={
+                "text": self.redactor.redact(turn.text),
+                "speaker": self.redactor.redact(turn.speaker) if turn.speaker else turn.speaker,
+            }
+        )
+        try:
+            with self.write() as w:
+                w.insert(
+                    "transcript_turns",
+                    {
+                        "tenant": scope.tenant,
+                        "principal": scope.principal,
+                        "session_id": clean.session_id,
+                        "turn_index": clean.turn_index,
+                        "role": clean.role.value,
+                        "speaker": clean.speaker,
+                        "text": clean.text,
+                        "time": iso(clean.time),
+                    },
+                )
+        except sqlite3.IntegrityError as exc:
+            raise InvalidInputError(
+                "turn_index",
+                f"session {turn.session_id!r} already has turn {turn.turn_index}",
+            ) from exc
+        return clean
+
+    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
+        rows = self.query(
+            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
+            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
+            [scope.tenant, scope.principal, *params],
+        )
+        return [TranscriptTurn.model_validate(row) for row in rows]
+
+    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
+        turns = self._turns(scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index])
+        return turns[0] if turns else None
+
+    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        return self._turns(scope, "session_id = ?", [session_id])
+
+    def next_turn_index(self, scope: Principal, session_id: str) -> int:
+        rows = self.query(
+            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
+            "WHERE tenant = ? AND principal = ? AND session_id = ?",
+            [scope.tenant, scope.principal, session_id],
+        )
+        return int(rows[0]["n"])
+
+    # -- events -------------------------------------------------------------------------
+
+    def append_event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one audit event in its own transaction."""
+        with self.write() as w:
+            w.event(scope, type, actor=actor, record_id=record_id, data=data)
+
+    def events(
+        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
+    ) -> list[Event]:
+        """Audit events in ``scope``, oldest first."""
+        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
+        if record_id is not None:
+            where.append("record_id = ?")
+            params.append(record_id)
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        rows = self.query(
+            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id", params
+        )
+        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
+
+
+def _record_row(record: Record) -> dict[str, Any]:
+    data = record.model_dump(mode="json")
+    for key in ("event_time", "valid_from", "valid_to", "expires_at", "created_at", "updated_at"):
+        data[key] = iso(getattr(record, key))
+    for key in ("conflicts_with", "evidence", "tags"):
+        data[key] = json.dumps(data[key], sort_keys=True)
+    return data
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements, keeping trigger bodies whole."""
+    statements: list[str] = []
+    buf: list[str] = []
+    for line in script.strip().splitlines():
+        buf.append(line)
+        joined = "\n".join(buf).strip()
+        if joined.endswith(";") and sqlite3.complete_statement(joined):
+            statements.append(joined)
+            buf = []
+    if "\n".join(buf).strip():
+        statements.append("\n".join(buf).strip())
+    return statements
+
+
+def draft_from(data: Mapping[str, Any]) -> RecordDraft:
+    """Validate a write payload; raises :class:`InvalidInputError` naming the bad field."""
+    try:
+        return RecordDraft.model_validate(dict(data))
+    except ValidationError as exc:
+        raise InvalidInputError.from_validation_error(exc) from exc
+
+
+class AsyncStore:
+    """Async facade over a :class:`SQLiteStore`: every call runs in a worker thread.
+
+    The event loop never blocks on SQLite. Calls are not abandoned on cancellation: a write
+    that has started finishes (or rolls back) before the cancellation is delivered, so a
+    cancelled caller never leaves a partial row or a held lock.
+    """
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.sync = store
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run any blocking store function in a worker thread."""
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+    async def add(self, scope: Principal, draft: RecordDraft, **kw: Any) -> Record:
+        return await self.run(self.sync.add, scope, draft, **kw)
+
+    async def get(self, scope: Principal, record_id: str) -> Record | None:
+        return await self.run(self.sync.get, scope, record_id)
+
+    async def list_records(self, scope: Principal, **kw: Any) -> list[Record]:
+        return await self.run(self.sync.list_records, scope, **kw)
+
+    async def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]:
+        return await self.run(self.sync.search, scope, query, limit=limit)
+
+    async def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
+        return await self.run(self.sync.delete, scope, record_id, actor=actor)
+
+    async def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        return await self.run(self.sync.add_turn, scope, turn)
+
+    async def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        return await self.run(self.sync.turns, scope, session_id)
+
+    async def append_event(self, scope: Principal, type: str, **kw: Any) -> None:
+        await self.run(self.sync.append_event, scope, type, **kw)
+
+    async def events(self, scope: Principal, **kw: Any) -> list[Event]:
+        return await self.run(self.sync.events, scope, **kw)

@@ -1,0 +1,17 @@
+"""``retold bench``: benchmarks that print JSON with ``--json``.
+
+Each benchmark module exposes ``register(sub)`` and is listed in ``_BENCHMARKS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_BENCHMARKS: list[Any] = []
+
+
+def register(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="run a benchmark and report machine-independent figures")
+    bsub = bench.add_subparsers(dest="command", required=True, metavar="BENCHMARK")
+    for module in _BENCHMARKS:
+        module.register(bsub)

@@ -1,0 +1,96 @@
+"""``retold memory``: add, list and delete records."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._errors import InvalidInputError
+from .._records import Record, RecordKind
+from .._store import draft_from
+from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
+
+
+def register(sub: Any) -> None:
+    memory = sub.add_parser("memory", help="store, list and delete memory records")
+    msub = memory.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    add = msub.add_parser("add", help="store one record (secrets are redacted first)")
+    add_db(add)
+    add_scope(add)
+    add.add_argument("--kind", default="fact", help=f"one of {', '.join(k.value for k in RecordKind)}")
+    add.add_argument("--speaker", help="who said it")
+    add.add_argument("--event-time", help="ISO 8601 time of the event (UTC if no offset)")
+    add.add_argument("--session", help="session id the record came from")
+    add.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    add_json(add)
+    add.add_argument("text", help="the record text")
+    add.set_defaults(handler=_add)
+
+    lst = msub.add_parser("list", help="list live records, newest first")
+    add_db(lst)
+    add_scope(lst)
+    lst.add_argument("--all", action="store_true", help="include every lifecycle state")
+    lst.add_argument("--limit", type=int)
+    add_json(lst)
+    lst.set_defaults(handler=_list)
+
+    delete = msub.add_parser("delete", help="delete a record (its text is erased)")
+    add_db(delete)
+    add_scope(delete)
+    add_json(delete)
+    delete.add_argument("id", help="record id")
+    delete.set_defaults(handler=_delete)
+
+
+def _line(record: Record) -> str:
+    when = (record.event_time or record.created_at).strftime("%Y-%m-%d %H:%M")
+    speaker = f"{record.speaker}: " if record.speaker else ""
+    return f"{record.id}  [{when}] [{record.kind.value}/{record.lifecycle.value}] {speaker}{record.text}"
+
+
+def _add(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    payload: dict[str, Any] = {"text": args.text, "kind": args.kind, "tags": args.tag}
+    if args.speaker is not None:
+        payload["speaker"] = args.speaker
+    if args.event_time is not None:
+        payload["event_time"] = args.event_time
+    if args.session is not None:
+        payload["session_id"] = args.session
+    draft = draft_from(payload)  # validated before the database is opened: bad input writes nothing
+    with open_store(args) as store:
+        record = store.add(scope, draft, actor="cli")
+    if args.json:
+        emit(record.model_dump(mode="json"))
+    else:
+        print(_line(record))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    if args.limit is not None and args.limit < 0:
+        raise InvalidInputError("limit", "must be >= 0")
+    with open_store(args, must_exist=True) as store:
+        if args.all:
+            records = store.list_records(scope, lifecycle=None, include_expired=True, limit=args.limit)
+        else:
+            records = store.list_records(scope, limit=args.limit)
+    if args.json:
+        emit({"records": [r.model_dump(mode="json") for r in records], "count": len(records)})
+    else:
+        for record in records:
+            print(_line(record))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_store(args, must_exist=True) as store:
+        record = store.delete(scope, args.id, actor="cli")
+    if args.json:
+        emit(record.model_dump(mode="json"))
+    else:
+        print(f"deleted {record.id}")
+    return 0
