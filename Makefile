@@ -17,6 +17,7 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check retold adapters policies tests examples
+	$(BIN)/ruff format --check retold adapters policies tests examples
 	$(BIN)/mypy
 
 test: lint

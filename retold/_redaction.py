@@ -59,13 +59,17 @@ _DETECTORS: tuple[_Detector, ...] = (
     _d("url_password", r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:" + _NOT_REDACTED + r"([^/\s@]+)@", 1),
     _d(
         "assigned_secret",
-        r"(?i)\b(?:" + _ASSIGNED_NAMES + r")\b[\"']?\s*[:=]\s*" + _NOT_REDACTED
+        r"(?i)\b(?:"
+        + _ASSIGNED_NAMES
+        + r")\b[\"']?\s*[:=]\s*"
+        + _NOT_REDACTED
         + r"(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s,;\"']{3,})",
         1,
     ),
     _d(
         "stated_password",
-        r"(?i)\b(?:password|passphrase|passcode|pin code)\s+(?:is|was|=)\s+" + _NOT_REDACTED
+        r"(?i)\b(?:password|passphrase|passcode|pin code)\s+(?:is|was|=)\s+"
+        + _NOT_REDACTED
         + r"[\"']?([^\s\"']{3,})",
         1,
     ),

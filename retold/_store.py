@@ -175,7 +175,7 @@ class Writer:
             return {k: redact(v) if isinstance(v, str) else v for k, v in params.items()}
         return [redact(v) if isinstance(v, str) else v for v in params]
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run one statement inside the transaction with redacted parameters."""
         cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params))
         return cursor
@@ -188,7 +188,7 @@ class Writer:
         cur = self.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
         return cur.rowcount
 
-    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Read inside the transaction (sees its uncommitted writes)."""
         return list(self._store.db.query(sql, params))
 
@@ -253,7 +253,9 @@ class Store(Protocol):
         limit: int | None = None,
     ) -> list[Record]: ...
 
-    def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]: ...
+    def search(
+        self, scope: Principal, query: str, *, limit: int = 20
+    ) -> list[tuple[Record, float]]: ...
 
     def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
 
@@ -378,7 +380,7 @@ class SQLiteStore:
                 self._conn.execute("ROLLBACK")
                 raise
 
-    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Run a read-only query and return its rows as dicts."""
         with self._lock:
             return list(self.db.query(sql, params))
@@ -427,7 +429,9 @@ class SQLiteStore:
 
     # -- records ------------------------------------------------------------------------
 
-    def _fetch(self, reader: Writer | SQLiteStore, scope: Principal, record_id: str) -> Record | None:
+    def _fetch(
+        self, reader: Writer | SQLiteStore, scope: Principal, record_id: str
+    ) -> Record | None:
         rows = reader.query(
             f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?",
             [scope.tenant, scope.principal, record_id],
@@ -545,7 +549,10 @@ class SQLiteStore:
         for other in draft.conflicts_with:
             self._link_conflict(w, scope, other, record.id)
             w.event(
-                scope, "record.conflict_linked", actor=actor, record_id=record.id,
+                scope,
+                "record.conflict_linked",
+                actor=actor,
+                record_id=record.id,
                 data={"other": other},
             )
         w.step("before_commit")
@@ -611,7 +618,9 @@ class SQLiteStore:
             params.append(limit)
         return [_row_to_record(row) for row in self.query(sql, params)]
 
-    def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]:
+    def search(
+        self, scope: Principal, query: str, *, limit: int = 20
+    ) -> list[tuple[Record, float]]:
         """BM25 full-text search over live records in ``scope``; best first, ties by id.
 
         Scores are FTS5 ``bm25()`` negated, so higher is better.
@@ -648,7 +657,10 @@ class SQLiteStore:
                 )
                 w.step("deleted")
                 w.event(
-                    scope, "record.deleted", actor=actor, record_id=record_id,
+                    scope,
+                    "record.deleted",
+                    actor=actor,
+                    record_id=record_id,
                     data={"previous": record.lifecycle.value},
                 )
             deleted = self._require(w, scope, record_id, "id")
@@ -685,7 +697,10 @@ class SQLiteStore:
                 [lifecycle.value, iso(w.now), scope.tenant, scope.principal, record_id],
             )
             w.event(
-                scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id,
+                scope,
+                f"record.{lifecycle.value}",
+                actor=actor,
+                record_id=record_id,
                 data={"previous": record.lifecycle.value, "reason": reason},
             )
             return self._require(w, scope, record_id, "id")
@@ -719,7 +734,10 @@ class SQLiteStore:
                     [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
                 )
                 w.event(
-                    scope, "record.activation_changed", actor=actor, record_id=record_id,
+                    scope,
+                    "record.activation_changed",
+                    actor=actor,
+                    record_id=record_id,
                     data={
                         "from": record.activation.value,
                         "to": activation.value,
@@ -774,7 +792,9 @@ class SQLiteStore:
         return [TranscriptTurn.model_validate(row) for row in rows]
 
     def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
-        turns = self._turns(scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index])
+        turns = self._turns(
+            scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index]
+        )
         return turns[0] if turns else None
 
     def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
@@ -814,9 +834,7 @@ class SQLiteStore:
         if type is not None:
             where.append("type = ?")
             params.append(type)
-        rows = self.query(
-            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id", params
-        )
+        rows = self.query(f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id", params)
         return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
 
 
@@ -876,7 +894,9 @@ class AsyncStore:
     async def list_records(self, scope: Principal, **kw: Any) -> list[Record]:
         return await self.run(self.sync.list_records, scope, **kw)
 
-    async def search(self, scope: Principal, query: str, *, limit: int = 20) -> list[tuple[Record, float]]:
+    async def search(
+        self, scope: Principal, query: str, *, limit: int = 20
+    ) -> list[tuple[Record, float]]:
         return await self.run(self.sync.search, scope, query, limit=limit)
 
     async def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:

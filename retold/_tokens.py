@@ -109,7 +109,9 @@ class HostDefinedCounter:
     def count(self, text: str) -> int:
         n = self._fn(text)
         if not isinstance(n, int) or n < 0:
-            raise UsageError(f"host-defined token counter returned {n!r}; it must return an int >= 0")
+            raise UsageError(
+                f"host-defined token counter returned {n!r}; it must return an int >= 0"
+            )
         return n
 
 

@@ -18,7 +18,9 @@ def register(sub: Any) -> None:
     add = msub.add_parser("add", help="store one record (secrets are redacted first)")
     add_db(add)
     add_scope(add)
-    add.add_argument("--kind", default="fact", help=f"one of {', '.join(k.value for k in RecordKind)}")
+    add.add_argument(
+        "--kind", default="fact", help=f"one of {', '.join(k.value for k in RecordKind)}"
+    )
     add.add_argument("--speaker", help="who said it")
     add.add_argument("--event-time", help="ISO 8601 time of the event (UTC if no offset)")
     add.add_argument("--session", help="session id the record came from")
@@ -74,7 +76,9 @@ def _list(args: argparse.Namespace) -> int:
         raise InvalidInputError("limit", "must be >= 0")
     with open_store(args, must_exist=True) as store:
         if args.all:
-            records = store.list_records(scope, lifecycle=None, include_expired=True, limit=args.limit)
+            records = store.list_records(
+                scope, lifecycle=None, include_expired=True, limit=args.limit
+            )
         else:
             records = store.list_records(scope, limit=args.limit)
     if args.json:
