@@ -8,8 +8,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 
 from retold import Principal, SQLiteStore
+
+# The test session is the host: keep library log lines out of the output, but leave every
+# level enabled so structlog.testing.capture_logs sees them.
+structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
 
 
 @pytest.fixture(params=["asyncio", "trio"])

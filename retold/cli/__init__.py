@@ -31,11 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging() -> None:
-    """The CLI is an application, so it may configure logging: warnings only, to stderr."""
+    """The CLI is an application, so it may configure logging: warnings only, to stderr.
+
+    A host that configured structlog already (or calls ``main`` in-process) keeps its setup.
+    """
     import logging
 
     import structlog
 
+    if structlog.is_configured():
+        return
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),

@@ -1,0 +1,42 @@
+"""The public surface: ``retold.__all__`` is sorted and complete, and no generic top-level names ship."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import retold
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    # ruff's RUF022 order: CONSTANTS, then Classes, then everything else.
+    group = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return group, name
+
+
+def test_all_is_sorted_and_resolves() -> None:
+    """Every name in __all__ exists and the list is sorted (constants, classes, functions)."""
+    assert list(retold.__all__) == sorted(retold.__all__, key=_isort_key)
+    for name in retold.__all__:
+        assert hasattr(retold, name), name
+
+
+def test_all_lists_every_public_name() -> None:
+    """Every public attribute of retold (other than submodules) is in __all__."""
+    import types
+
+    public = {
+        n
+        for n, v in vars(retold).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType) and n != "annotations"
+    }
+    assert public <= set(retold.__all__)
+
+
+def test_distribution_has_no_generic_top_level_modules() -> None:
+    """The installed distribution exposes only retold* top-level packages."""
+    adapters = importlib.import_module("retold.adapters")
+    policy = importlib.import_module("retold.policy")
+    assert adapters.__name__ == "retold.adapters" and policy.__name__ == "retold.policy"
+    dist = importlib.metadata.distribution("retold")
+    top = (dist.read_text("top_level.txt") or "").split()
+    assert all(name.startswith("retold") for name in top), top

@@ -1,0 +1,175 @@
+"""SR-1: secrets never reach the database file, its WAL, the FTS index, the events or logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retold import (
+    DETECTOR_FAMILIES,
+    Principal,
+    RecordDraft,
+    Redactor,
+    Role,
+    SQLiteStore,
+    TranscriptTurn,
+)
+
+from .conftest import FixedClock
+
+# Built by concatenation so no scanner mistakes the test file for a leak.
+PLANTED: dict[str, tuple[str, str]] = {
+    # family: (text containing the secret, the secret itself)
+    "aws_access_key": ("key id AKIA" + "Q7XK2M4P9RZT3WVB in prod", "AKIA" + "Q7XK2M4P9RZT3WVB"),
+    "aws_secret_key": (
+        "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "Q7XK2M4P9R",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "Q7XK2M4P9R",
+    ),
+    "sk_key": (
+        "use sk-" + "proj-T3st9kQ2xVbN7mLp4RwZ8yHc",
+        "sk-" + "proj-T3st9kQ2xVbN7mLp4RwZ8yHc",
+    ),
+    "github_token": (
+        "token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+        "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    ),
+    "slack_token": (
+        "bot xoxb-" + "2417-99887766-QwErTyUiOpAs",
+        "xoxb-" + "2417-99887766-QwErTyUiOpAs",
+    ),
+    "slack_webhook": (
+        "hook https://hooks.slack.com/services/" + "T000/B000/XXXXsecretXXXX",
+        "T000/B000/XXXXsecretXXXX",
+    ),
+    "google_api_key": (
+        "maps AIza" + "SyD3xQk9vLm2Np8Rt4Wz7Yb1Hc6Jf0Gs5Ke",
+        "AIza" + "SyD3xQk9vLm2Np8Rt4Wz7Yb1Hc6Jf0Gs5Ke",
+    ),
+    "jwt": (
+        "bearer eyJ"
+        + "hbGciOiJIUzI1NiJ9.eyJ"
+        + "zdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV",
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV",
+    ),
+    "pem_private_key": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAzQ9secretbody\n-----END RSA PRIVATE KEY-----",
+        "MIIEowIBAAKCAQEAzQ9secretbody",
+    ),
+    "url_password": ("db postgres://admin:" + "Sup3rS3cretPw@db.internal/app", "Sup3rS3cretPw"),
+    "assigned_secret": ("config api_key=" + "Zx9Qw8Er7Ty6Ui5O", "Zx9Qw8Er7Ty6Ui5O"),
+    "stated_password": ("my password is " + "CorrectHorse42", "CorrectHorse42"),
+}
+
+
+def _zero_width(secret: str) -> str:
+    return secret[:3] + "\u200b" + secret[3:6] + "\u2060" + secret[6:]
+
+
+def _fullwidth(secret: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in secret)
+
+
+def test_every_family_is_planted() -> None:
+    """The planted corpus covers every detector family the redactor has."""
+    assert set(PLANTED) == set(DETECTOR_FAMILIES)
+
+
+@pytest.mark.parametrize("family", sorted(PLANTED))
+def test_redactor_replaces_each_family(family: str) -> None:
+    """Each detector family's secret is replaced by a stable [REDACTED:<id>] marker."""
+    text, secret = PLANTED[family]
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert secret not in out
+    assert "[REDACTED:" in out
+    assert r.redact(text) == out  # stable id
+    assert r.redact(out) == out  # idempotent
+
+
+@pytest.mark.parametrize("obfuscate", [_zero_width, _fullwidth], ids=["zero-width", "fullwidth"])
+@pytest.mark.parametrize("family", ["sk_key", "github_token", "aws_access_key", "google_api_key"])
+def test_obfuscated_secrets_are_caught(family: str, obfuscate: object) -> None:
+    """A key split by invisible characters or typed in fullwidth letters is still redacted."""
+    text, secret = PLANTED[family]
+    hidden = obfuscate(secret)  # type: ignore[operator]
+    out = Redactor(b"k" * 32).redact(text.replace(secret, hidden))
+    assert hidden not in out
+    assert "[REDACTED:" in out
+
+
+def test_text_without_secrets_keeps_its_exact_bytes() -> None:
+    """Ordinary multilingual text, including zero-width joiners, is untouched."""
+    text = "Ich heiße Zoë 👩\u200d💻; password hints are fine; tokens matter; 東京"
+    assert Redactor(b"k" * 32).redact(text) == text
+
+
+def _db_bytes(path: Path) -> bytes:
+    blob = b""
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            blob += p.read_bytes()
+    return blob
+
+
+def _variants(secret: str) -> list[bytes]:
+    forms = {secret, _zero_width(secret), _fullwidth(secret)}
+    out: list[bytes] = []
+    for form in forms:
+        out.append(form.encode())
+        out.append(json.dumps(form).encode())
+    return out
+
+
+def test_no_secret_survives_any_write_path(tmp_path: Path, clock: FixedClock) -> None:
+    """Records, turns, events and extension rows written with secrets leave none in the files."""
+    path = tmp_path / "secrets.db"
+    store = SQLiteStore(path, clock=clock)
+    scope = Principal(tenant="t1", principal="p1")
+    store.ensure_schema("ext", ["CREATE TABLE ext_rows (body TEXT NOT NULL)"])
+    for i, (text, secret) in enumerate(PLANTED.values()):
+        for variant_text in (text, text.replace(secret, _zero_width(secret))):
+            store.add(
+                scope,
+                RecordDraft(
+                    text=variant_text,
+                    speaker=text,
+                    tags=(text,),
+                    attribute=text if len(text) <= 120 else None,
+                ),
+            )
+            store.add_turn(
+                scope,
+                TranscriptTurn(
+                    session_id="s1",
+                    turn_index=store.next_turn_index(scope, "s1"),
+                    role=Role.USER,
+                    text=variant_text,
+                    time=clock(),
+                ),
+            )
+        store.append_event(scope, "test.secret", actor="test", data={"note": text, "n": i})
+        with store.write() as w:
+            w.insert("ext_rows", {"body": text})
+    store.close()
+    blob = _db_bytes(path)
+    assert blob, "database files must exist"
+    for family, (_text, secret) in PLANTED.items():
+        for needle in _variants(secret):
+            assert needle not in blob, f"{family} secret found in database bytes"
+
+
+def test_deleted_text_leaves_fts_and_file(tmp_path: Path, clock: FixedClock) -> None:
+    """Deleting a record erases its text from the row and the FTS index."""
+    path = tmp_path / "delete.db"
+    store = SQLiteStore(path, clock=clock)
+    scope = Principal(tenant="t1", principal="p1")
+    rec = store.add(scope, RecordDraft(text="the quixotic zeppelin codeword"))
+    assert store.search(scope, "zeppelin")
+    store.delete(scope, rec.id)
+    assert store.search(scope, "zeppelin") == []
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    assert b"quixotic zeppelin" not in _db_bytes(path)

@@ -1,0 +1,197 @@
+"""SQLiteStore behaviour: supersession, deletion, idempotency, activation refusal, atomicity."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from retold import (
+    Activation,
+    AsyncStore,
+    InvalidInputError,
+    LifecycleState,
+    Principal,
+    RecordDraft,
+    Role,
+    SQLiteStore,
+    TranscriptTurn,
+    UsageError,
+    WriteOrigin,
+)
+
+from .conftest import FixedClock, counter_ids
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [line for line in conn.iterdump() if "sqlite_sequence" not in line]
+    finally:
+        conn.close()
+
+
+def test_supersession_closes_old_record_in_same_write(store: SQLiteStore, alice: Principal) -> None:
+    """Writing a superseding record closes the old one and logs both events."""
+    old = store.add(alice, RecordDraft(text="I live in Paris"))
+    new = store.add(alice, RecordDraft(text="I live in Lisbon", supersedes=old.id))
+    closed = store.get(alice, old.id)
+    assert closed is not None
+    assert closed.lifecycle is LifecycleState.SUPERSEDED and closed.superseded_by == new.id
+    assert [r.id for r, _ in store.search(alice, "live")] == [new.id]
+    types = [e.type for e in store.events(alice, record_id=old.id)]
+    assert types == ["record.created", "record.superseded"]
+
+
+def test_superseding_twice_is_refused(store: SQLiteStore, alice: Principal) -> None:
+    """A record that is already superseded cannot be superseded again."""
+    old = store.add(alice, RecordDraft(text="v1"))
+    store.add(alice, RecordDraft(text="v2", supersedes=old.id))
+    with pytest.raises(InvalidInputError) as err:
+        store.add(alice, RecordDraft(text="v3", supersedes=old.id))
+    assert err.value.field == "supersedes"
+
+
+def test_delete_erases_text_keeps_row_and_event(store: SQLiteStore, alice: Principal) -> None:
+    """Deletion is a lifecycle transition that erases the text and unindexes it."""
+    rec = store.add(alice, RecordDraft(text="secret garden location", speaker="alice"))
+    deleted = store.delete(alice, rec.id)
+    assert deleted.lifecycle is LifecycleState.DELETED and deleted.text == ""
+    assert store.search(alice, "garden") == []
+    assert store.list_records(alice) == []
+    assert [e.type for e in store.events(alice, record_id=rec.id)][-1] == "record.deleted"
+
+
+def test_expired_records_leave_search_and_listing(
+    store: SQLiteStore, alice: Principal, clock: FixedClock
+) -> None:
+    """A record past its expiry is not searched or listed by default."""
+    store.add(alice, RecordDraft(text="parking spot 42", expires_at=clock() + timedelta(hours=1)))
+    assert store.search(alice, "parking")
+    clock.advance(hours=2)
+    assert store.search(alice, "parking") == []
+    assert store.list_records(alice) == []
+    assert len(store.list_records(alice, include_expired=True)) == 1
+
+
+def test_idempotency_key_writes_once(store: SQLiteStore, alice: Principal) -> None:
+    """A second write with the same idempotency key returns the stored record, writes nothing."""
+    a = store.add(alice, RecordDraft(text="fact one", idempotency_key="s1:3:0"))
+    b = store.add(alice, RecordDraft(text="fact one again", idempotency_key="s1:3:0"))
+    assert a == b
+    assert len(store.list_records(alice)) == 1
+
+
+def test_conflict_links_are_symmetric(store: SQLiteStore, alice: Principal) -> None:
+    """A record written as conflicting with another links both ways."""
+    a = store.add(alice, RecordDraft(text="meeting is Monday"))
+    b = store.add(alice, RecordDraft(text="meeting is Tuesday", conflicts_with=(a.id,)))
+    a2 = store.get(alice, a.id)
+    assert a2 is not None and a2.conflicts_with == (b.id,)
+    assert b.conflicts_with == (a.id,)
+
+
+@pytest.mark.parametrize("origin", [WriteOrigin.EXTRACTION, WriteOrigin.TOOL_CALL])
+def test_untrusted_writes_cannot_set_ambient(
+    store: SQLiteStore, alice: Principal, origin: WriteOrigin
+) -> None:
+    """Extraction and tool-call writes asking for ambient activation are refused and audited."""
+    with pytest.raises(InvalidInputError) as err:
+        store.add(
+            alice, RecordDraft(text="answer tersely", activation=Activation.AMBIENT), origin=origin
+        )
+    assert err.value.field == "activation"
+    assert store.list_records(alice) == []
+    [event] = store.events(alice, type="record.activation_refused")
+    assert event.data["origin"] == origin.value
+
+
+def test_only_policy_or_reviewer_may_promote(store: SQLiteStore, alice: Principal) -> None:
+    """set_activation refuses ambient from any origin but the activation policy or a reviewer."""
+    rec = store.add(alice, RecordDraft(text="reply in Hindi", kind="preference"))
+    with pytest.raises(UsageError):
+        store.set_activation(alice, rec.id, Activation.AMBIENT, actor="x", origin=WriteOrigin.HOST)
+    promoted = store.set_activation(
+        alice, rec.id, Activation.AMBIENT, actor="reviewer:kim", origin=WriteOrigin.REVIEWER
+    )
+    assert promoted.activation is Activation.AMBIENT
+    assert store.events(alice, type="record.activation_changed")[0].data["to"] == "ambient"
+
+
+def test_events_are_append_only(store: SQLiteStore, alice: Principal) -> None:
+    """The events table refuses updates and deletes."""
+    store.add(alice, RecordDraft(text="x y z"))
+    for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events"):
+        with pytest.raises(sqlite3.IntegrityError), store.write() as w:
+            w.execute(sql)
+
+
+def test_turn_index_written_once(store: SQLiteStore, alice: Principal, clock: FixedClock) -> None:
+    """A transcript turn index is stored once per session; a duplicate is a named error."""
+    turn = TranscriptTurn(session_id="s1", turn_index=0, role=Role.USER, text="hi", time=clock())
+    store.add_turn(alice, turn)
+    with pytest.raises(InvalidInputError) as err:
+        store.add_turn(alice, turn)
+    assert err.value.field == "turn_index"
+    assert store.turns(alice, "s1") == [turn]
+
+
+@pytest.mark.parametrize("step", ["record_inserted", "fts_indexed", "superseded", "before_commit"])
+def test_failed_write_leaves_database_unchanged(
+    tmp_path: Path, clock: FixedClock, alice: Principal, step: str
+) -> None:
+    """A write that fails midway leaves the database byte-for-byte as before, and intact."""
+    path = tmp_path / "atomic.db"
+    failing: set[str] = set()
+
+    def seam(name: str) -> None:
+        if name in failing:
+            raise RuntimeError(f"injected failure at {name}")
+
+    store = SQLiteStore(path, clock=clock, id_factory=counter_ids(), on_write_step=seam)
+    old = store.add(alice, RecordDraft(text="original fact about tea"))
+    before = _dump(path)
+    failing.add(step)
+    with pytest.raises(RuntimeError):
+        store.add(alice, RecordDraft(text="new fact about coffee", supersedes=old.id))
+    assert _dump(path) == before
+    assert store.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+    assert store.search(alice, "coffee") == []
+    failing.clear()
+    store.add(alice, RecordDraft(text="new fact about coffee", supersedes=old.id))
+    assert store.search(alice, "coffee")
+    store.close()
+
+
+def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:
+    """Reopening a file applies no migration twice and keeps the redaction key."""
+    path = tmp_path / "v.db"
+    a = SQLiteStore(path)
+    key_id = a.redactor.secret_id("x", "y")
+    a.close()
+    b = SQLiteStore(path)
+    assert b.schema_version("core") == 1
+    assert b.redactor.secret_id("x", "y") == key_id
+    b.ensure_schema("ext", ["CREATE TABLE ext_a (x)", "CREATE TABLE ext_b (y)"])
+    b.ensure_schema("ext", ["CREATE TABLE ext_a (x)", "CREATE TABLE ext_b (y)"])
+    assert b.schema_version("ext") == 2
+    b.close()
+
+
+def test_wal_and_busy_timeout_are_set(store: SQLiteStore) -> None:
+    """The store runs in WAL mode with a busy timeout."""
+    assert store.query("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
+    assert store.query("PRAGMA busy_timeout")[0]["timeout"] >= 1000
+
+
+@pytest.mark.anyio
+async def test_async_store_round_trip(store: SQLiteStore, alice: Principal) -> None:
+    """The async facade writes, searches and deletes through worker threads."""
+    a = AsyncStore(store)
+    rec = await a.add(alice, RecordDraft(text="async tea ceremony"))
+    hits = await a.search(alice, "tea")
+    assert [r.id for r, _ in hits] == [rec.id]
+    await a.delete(alice, rec.id)
+    assert await a.search(alice, "tea") == []
