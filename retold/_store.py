@@ -241,6 +241,16 @@ class Store(Protocol):
         actor: str = "host",
     ) -> Record: ...
 
+    def add_batch(
+        self,
+        scope: Principal,
+        drafts: Sequence[RecordDraft],
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+        also: Callable[[Writer], None] | None = None,
+    ) -> list[Record]: ...
+
     def get(self, scope: Principal, record_id: str) -> Record | None: ...
 
     def list_records(
@@ -462,30 +472,78 @@ class SQLiteStore:
             InvalidInputError: ambient activation from extraction or a tool call (the attempt
                 is audited), or a supersedes/conflict id not found in this scope.
         """
-        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
-            self.append_event(
-                scope,
-                "record.activation_refused",
-                actor=actor,
-                data={"origin": origin.value, "requested": "ambient"},
-            )
-            log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
-            raise InvalidInputError(
-                "activation",
-                f"a write from {origin.value} cannot set ambient activation; "
-                "only the audited activation policy or a reviewer can promote a record",
-            )
+        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
         try:
             with self.write() as w:
-                record = self._insert(w, scope, draft, origin=origin, actor=actor)
+                record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
         except sqlite3.Error as exc:
             raise StoreError(f"record write failed: {exc}") from exc
         log.debug("record_written", record_id=record.id, tenant=scope.tenant)
         return record
 
-    def _insert(
+    def add_batch(
+        self,
+        scope: Principal,
+        drafts: Sequence[RecordDraft],
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+        also: Callable[[Writer], None] | None = None,
+    ) -> list[Record]:
+        """Write several records, and whatever ``also`` writes, in one transaction.
+
+        Either every record (with its index entries and events) and ``also``'s rows are
+        stored, or none are: a batch killed midway leaves nothing behind. Drafts later in the
+        batch may supersede records written earlier in it.
+        """
+        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
+        try:
+            with self.write() as w:
+                records = [
+                    self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts
+                ]
+                if also is not None:
+                    also(w)
+        except sqlite3.Error as exc:
+            raise StoreError(f"batch write failed: {exc}") from exc
+        log.debug("records_written", count=len(records), tenant=scope.tenant)
+        return records
+
+    def refuse_untrusted_ambient(
+        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
+    ) -> None:
+        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
+        if origin not in _UNTRUSTED_ORIGINS:
+            return
+        if not any(d.activation is Activation.AMBIENT for d in drafts):
+            return
+        self.append_event(
+            scope,
+            "record.activation_refused",
+            actor=actor,
+            data={"origin": origin.value, "requested": "ambient"},
+        )
+        log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
+        raise InvalidInputError(
+            "activation",
+            f"a write from {origin.value} cannot set ambient activation; "
+            "only the audited activation policy or a reviewer can promote a record",
+        )
+
+    def insert_record(
         self, w: Writer, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
     ) -> Record:
+        """Insert one record inside an open transaction (see :meth:`add` for the semantics).
+
+        For composing a larger atomic write; callers outside a transaction use :meth:`add`.
+        An ambient draft from an untrusted origin raises here too, but only :meth:`add`,
+        :meth:`add_batch` and :meth:`refuse_untrusted_ambient` audit the attempt (an event
+        written inside the caller's transaction would roll back with it).
+        """
+        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
+            raise InvalidInputError(
+                "activation", f"a write from {origin.value} cannot set ambient activation"
+            )
         if draft.idempotency_key is not None:
             rows = w.query(
                 f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "

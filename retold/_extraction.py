@@ -1,0 +1,515 @@
+"""Extraction: turning new transcript turns into typed records, off the hot path.
+
+An :class:`Extractor` proposes records; :func:`extract_session` validates them and writes a
+session's new records together with its progress mark in one transaction, so extraction is
+idempotent (a uniqueness constraint on each record's idempotency key, not check-then-insert)
+and crash-safe (a run killed midway wrote nothing, and the rerun starts from the same turns).
+Extraction never sets ambient activation, and a new statement of a known attribute
+supersedes the older record about it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import InvalidInputError
+from ._records import (
+    SEMANTIC_KINDS,
+    Activation,
+    EpistemicState,
+    EvidenceRef,
+    Principal,
+    Record,
+    RecordDraft,
+    RecordKind,
+    Role,
+    SourceType,
+    TranscriptTurn,
+    UtcDatetime,
+    WriteOrigin,
+)
+from ._store import SQLiteStore, Writer
+
+__all__ = [
+    "ExtractedRecord",
+    "ExtractionResult",
+    "Extractor",
+    "OfflineExtractor",
+    "extract_session",
+    "is_principal_turn",
+]
+
+log = structlog.get_logger(__name__)
+
+_MIGRATIONS = (
+    """
+    CREATE TABLE extraction_progress (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        extractor TEXT NOT NULL,
+        next_turn_index INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, principal, session_id, extractor)
+    );
+    CREATE TABLE extraction_failures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        extractor TEXT NOT NULL,
+        first_turn_index INTEGER NOT NULL,
+        last_turn_index INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        time TEXT NOT NULL
+    );
+    """,
+)
+
+
+def is_principal_turn(turn: TranscriptTurn, user: str | None = None) -> bool:
+    """Whether ``turn`` was written by the principal user themself.
+
+    Only ``role == user`` turns count, and a user-role turn with a speaker other than the
+    principal's display name ``user`` (a third party typing in the same chat) does not.
+    """
+    if turn.role is not Role.USER:
+        return False
+    return turn.speaker is None or user is None or turn.speaker == user
+
+
+class ExtractedRecord(BaseModel):
+    """One record an extractor proposes. Strict: unknown keys are malformed output.
+
+    ``activation`` exists only so that a model asking for ambient activation is refused and
+    audited rather than silently ignored.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: RecordKind
+    text: str = Field(min_length=1, max_length=4000)
+    evidence_turns: tuple[int, ...] = Field(min_length=1)
+    confidence: float = Field(ge=0.0, le=1.0)
+    speaker: str | None = None
+    attribute: str | None = Field(default=None, max_length=120)
+    epistemic: EpistemicState = EpistemicState.ASSERTED
+    event_time: UtcDatetime | None = None
+    activation: Activation = Activation.CONDITIONAL
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Proposes typed records from transcript turns.
+
+    ``extract`` (sync or async) receives the new turns of one session, oldest first, and the
+    principal's display name; it returns records whose ``evidence_turns`` are turn indexes
+    among those turns. It must not set ambient activation. ``name`` and ``version`` identify
+    it in progress marks, idempotency keys and failures.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def extract(
+        self, turns: Sequence[TranscriptTurn], *, user: str | None
+    ) -> Sequence[ExtractedRecord] | Awaitable[Sequence[ExtractedRecord]]: ...
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    """What one :func:`extract_session` run did."""
+
+    session_id: str
+    turns_seen: int
+    written: tuple[str, ...] = ()
+    superseded: tuple[str, ...] = ()
+    failure: str | None = None
+    detail: str = ""
+    skipped_duplicates: int = 0
+    records: tuple[Record, ...] = field(default=(), repr=False)
+
+
+def _idempotency_key(extractor: str, session_id: str, item: ExtractedRecord) -> str:
+    digest = hashlib.sha256(" ".join(item.text.lower().split()).encode()).hexdigest()[:20]
+    return f"x:{extractor}:{session_id}:{min(item.evidence_turns)}:{digest}"
+
+
+async def extract_session(
+    store: SQLiteStore,
+    scope: Principal,
+    session_id: str,
+    extractor: Extractor,
+    *,
+    user: str | None = None,
+    timeout_s: float = 60.0,
+) -> ExtractionResult:
+    """Extract records from the session's turns not yet processed by ``extractor``.
+
+    Returns what was written. A timeout, an exception or malformed output writes no record,
+    records the failure with its reason, and leaves the turns to be retried.
+    """
+    ident = f"{extractor.name}@{extractor.version}"
+    await anyio.to_thread.run_sync(store.ensure_schema, "extraction", _MIGRATIONS)
+    start = await anyio.to_thread.run_sync(_progress, store, scope, session_id, ident)
+    turns = [
+        t
+        for t in await anyio.to_thread.run_sync(store.turns, scope, session_id)
+        if t.turn_index >= start
+    ]
+    if not turns:
+        return ExtractionResult(session_id=session_id, turns_seen=0)
+    first, last = turns[0].turn_index, turns[-1].turn_index
+
+    async def fail(reason: str, detail: str) -> ExtractionResult:
+        await anyio.to_thread.run_sync(
+            _record_failure, store, scope, session_id, ident, first, last, reason, detail
+        )
+        log.warning("extraction_failed", session_id=session_id, extractor=ident, reason=reason)
+        return ExtractionResult(
+            session_id=session_id, turns_seen=len(turns), failure=reason, detail=detail
+        )
+
+    try:
+        with anyio.fail_after(timeout_s):
+            raw = await _call(extractor.extract, turns, user=user)
+    except TimeoutError:
+        return await fail("timeout", f"no answer within {timeout_s}s")
+    except Exception as exc:
+        return await fail("exception", f"{type(exc).__name__}: {exc}"[:500])
+    try:
+        items = [ExtractedRecord.model_validate(item) for item in raw]
+    except (ValidationError, TypeError) as exc:
+        return await fail("malformed", str(exc)[:500])
+    by_index = {t.turn_index: t for t in turns}
+    for item in items:
+        missing = [i for i in item.evidence_turns if i not in by_index]
+        if missing:
+            return await fail("malformed", f"evidence_turns {missing} are not among the new turns")
+    drafts = [_draft(item, session_id, by_index, ident) for item in items]
+    try:
+        await anyio.to_thread.run_sync(
+            lambda: store.refuse_untrusted_ambient(
+                scope, drafts, origin=WriteOrigin.EXTRACTION, actor=ident
+            )
+        )
+    except InvalidInputError as exc:
+        return await fail("ambient_refused", str(exc))
+    return await anyio.to_thread.run_sync(
+        _write, store, scope, session_id, ident, drafts, last + 1, len(turns)
+    )
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    result = await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=True)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _draft(
+    item: ExtractedRecord, session_id: str, turns: dict[int, TranscriptTurn], ident: str
+) -> RecordDraft:
+    first = turns[min(item.evidence_turns)]
+    return RecordDraft(
+        kind=item.kind,
+        text=item.text,
+        activation=item.activation,
+        epistemic=item.epistemic,
+        confidence=item.confidence,
+        source_type=SourceType.USER_STATED if first.role is Role.USER else SourceType.INFERRED,
+        speaker=item.speaker,
+        event_time=item.event_time or first.time,
+        evidence=tuple(
+            EvidenceRef(session_id=session_id, turn_index=i)
+            for i in sorted(set(item.evidence_turns))
+        ),
+        attribute=item.attribute,
+        session_id=session_id,
+        idempotency_key=_idempotency_key(ident, session_id, item),
+    )
+
+
+def _progress(store: SQLiteStore, scope: Principal, session_id: str, ident: str) -> int:
+    rows = store.query(
+        "SELECT next_turn_index FROM extraction_progress "
+        "WHERE tenant = ? AND principal = ? AND session_id = ? AND extractor = ?",
+        [scope.tenant, scope.principal, session_id, ident],
+    )
+    return int(rows[0]["next_turn_index"]) if rows else 0
+
+
+def _record_failure(
+    store: SQLiteStore,
+    scope: Principal,
+    session_id: str,
+    ident: str,
+    first: int,
+    last: int,
+    reason: str,
+    detail: str,
+) -> None:
+    with store.write() as w:
+        w.insert(
+            "extraction_failures",
+            {
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "session_id": session_id,
+                "extractor": ident,
+                "first_turn_index": first,
+                "last_turn_index": last,
+                "reason": reason,
+                "detail": detail,
+                "time": w.now.isoformat(),
+            },
+        )
+        w.event(
+            scope,
+            "extraction.failed",
+            actor=ident,
+            data={"session_id": session_id, "reason": reason},
+        )
+
+
+def _write(
+    store: SQLiteStore,
+    scope: Principal,
+    session_id: str,
+    ident: str,
+    drafts: list[RecordDraft],
+    next_index: int,
+    turns_seen: int,
+) -> ExtractionResult:
+    written: list[Record] = []
+    superseded: list[str] = []
+    duplicates = 0
+    with store.write() as w:
+        for draft in drafts:
+            existing = w.query(
+                "SELECT id FROM records WHERE tenant = ? AND principal = ? AND idempotency_key = ?",
+                [scope.tenant, scope.principal, draft.idempotency_key],
+            )
+            if existing:
+                duplicates += 1
+                continue
+            target = _attribute_holder(w, scope, draft)
+            if target is not None:
+                draft = draft.model_copy(update={"supersedes": target})
+                superseded.append(target)
+            written.append(
+                store.insert_record(w, scope, draft, origin=WriteOrigin.EXTRACTION, actor=ident)
+            )
+        w.step("extraction_records_written")
+        w.execute(
+            "INSERT INTO extraction_progress "
+            "(tenant, principal, session_id, extractor, next_turn_index, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, principal, session_id, extractor) "
+            "DO UPDATE SET next_turn_index = excluded.next_turn_index, updated_at = excluded.updated_at",
+            [scope.tenant, scope.principal, session_id, ident, next_index, w.now.isoformat()],
+        )
+    log.info("extraction_written", session_id=session_id, extractor=ident, count=len(written))
+    return ExtractionResult(
+        session_id=session_id,
+        turns_seen=turns_seen,
+        written=tuple(r.id for r in written),
+        superseded=tuple(superseded),
+        skipped_duplicates=duplicates,
+        records=tuple(written),
+    )
+
+
+def _attribute_holder(w: Writer, scope: Principal, draft: RecordDraft) -> str | None:
+    """The live record this draft's attribute replaces (the newest one), if any."""
+    if not draft.attribute or draft.kind not in SEMANTIC_KINDS:
+        return None
+    rows = w.query(
+        "SELECT id FROM records WHERE tenant = ? AND principal = ? AND attribute = ? "
+        "AND lifecycle = 'active' AND superseded_by IS NULL "
+        "ORDER BY created_at DESC, id DESC LIMIT 1",
+        [scope.tenant, scope.principal, draft.attribute],
+    )
+    return str(rows[0]["id"]) if rows else None
+
+
+# -- the deterministic offline extractor ---------------------------------------------------
+
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
+_ABBREVIATIONS = frozenset(
+    {"dr", "mr", "mrs", "ms", "st", "prof", "jr", "sr", "vs", "etc", "e.g", "i.e", "approx", "no"}
+)
+
+
+def _sentences(text: str) -> list[str]:
+    """Split on sentence ends, not after common abbreviations ("Dr. Ana", "e.g. this")."""
+    out: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        words = text[start : m.start()].split()
+        if m.group().startswith(".") and words and words[-1].lower().rstrip(".") in _ABBREVIATIONS:
+            continue
+        out.append(text[start : m.end()].strip())
+        start = m.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|us)\b", re.I)
+_QUESTION_START = re.compile(
+    r"^\s*(what|when|where|who|whom|which|why|how|can|could|would|should|do|does|did|is|are|am|will|shall)\b",
+    re.I,
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
+)
+_PREFERENCE = re.compile(
+    r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
+    r"i prefer|i'd prefer|i like|i love|i hate|i dislike|i can't stand|don't (?:use|give|send)|"
+    r"answer me|reply (?:to me )?in|respond in)\b",
+    re.I,
+)
+_DECISION = re.compile(
+    r"\b(decided|we'll go with|i'll go with|going with|we chose|i chose|settled on|picked)\b", re.I
+)
+_EVENT = re.compile(
+    r"\b(yesterday|last (?:week|month|year|night|weekend)|ago|went|moved|started|finished|"
+    r"visited|bought|got married|had|met|was born|graduated|adopted|traveled|travelled|on (?:monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday))\b",
+    re.I,
+)
+_TASK = re.compile(
+    r"\b(i need to|i have to|i'm working on|we're working on|todo|deadline|due)\b", re.I
+)
+_RELATION = re.compile(
+    r"\bmy (wife|husband|partner|boyfriend|girlfriend|son|daughter|kid|kids|mom|mother|dad|father|"
+    r"sister|brother|friend|boss|manager|colleague|coworker|dog|cat|landlord|dentist|doctor|therapist)\b",
+    re.I,
+)
+_ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"\b(i live in|i'm living in|i moved to|we live in|we moved to)\b", re.I),
+        "residence",
+    ),
+    (
+        re.compile(r"\b(i work (?:at|for)|i'm working at|my job|i'm a|i am a|i work as)\b", re.I),
+        "occupation",
+    ),
+    (re.compile(r"\b(allergic|allergy)\b", re.I), "allergy"),
+    (re.compile(r"\b(vegan|vegetarian|pescatarian|gluten|keto|halal|kosher)\b", re.I), "diet"),
+    (re.compile(r"\bmy budget\b|\bbudget (?:is|of)\b", re.I), "budget"),
+    (
+        re.compile(
+            r"\b(concise|concisely|short answers|brief|bullet points|verbose|detailed answers)\b",
+            re.I,
+        ),
+        "answer_style",
+    ),
+    (
+        re.compile(r"\b(reply|answer|respond|write)(?: to me)? in (?:[a-z]+)\b", re.I),
+        "response_language",
+    ),
+    (
+        re.compile(
+            r"\b(screen reader|blind|dyslexi\w*|color ?blind|colour ?blind|large text|hard of hearing)\b",
+            re.I,
+        ),
+        "accessibility",
+    ),
+)
+# Attributes that describe the principal's current state: a new statement replaces the old.
+_STATE_KINDS = {
+    "residence": RecordKind.FACT,
+    "occupation": RecordKind.FACT,
+    "allergy": RecordKind.FACT,
+    "diet": RecordKind.FACT,
+    "budget": RecordKind.FACT,
+    "answer_style": RecordKind.PREFERENCE,
+    "response_language": RecordKind.PREFERENCE,
+    "accessibility": RecordKind.PREFERENCE,
+}
+_MY_NOUN = re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are|was)\b", re.I)
+_STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
+
+
+def _attribute(sentence: str) -> str | None:
+    for pattern, slug in _ATTRIBUTES:
+        if pattern.search(sentence):
+            return slug
+    m = _MY_NOUN.search(sentence)
+    if m and m.group(1).lower() not in _STOP_NOUNS:
+        return re.sub(r"[^a-z]+", "_", m.group(1).lower()).strip("_")
+    return None
+
+
+def _kind(sentence: str) -> RecordKind:
+    if _PREFERENCE.search(sentence):
+        return RecordKind.PREFERENCE
+    if _DECISION.search(sentence):
+        return RecordKind.DECISION
+    if _TASK.search(sentence):
+        return RecordKind.TASK
+    if _RELATION.search(sentence):
+        return RecordKind.RELATIONSHIP
+    if _EVENT.search(sentence):
+        return RecordKind.EVENT
+    return RecordKind.FACT
+
+
+class OfflineExtractor:
+    """Deterministic, rule-based extractor for running with no model (offline reference).
+
+    Every first-person declarative sentence the principal user wrote becomes one record with
+    the user's own words as its text: a preference, decision, task, relationship, event or
+    fact by keyword rules, an attribute slug for a few well-known attributes ("residence",
+    "diet", "answer_style", ...) or "my X is ..." phrases, and hypothetical epistemic state
+    for conditionals. Questions, assistant and tool turns and third parties' turns are skipped.
+    """
+
+    name = "offline-rules"
+    version = "1"
+
+    def extract(
+        self, turns: Sequence[TranscriptTurn], *, user: str | None
+    ) -> list[ExtractedRecord]:
+        out: list[ExtractedRecord] = []
+        for turn in turns:
+            if not is_principal_turn(turn, user):
+                continue
+            for sentence in _sentences(turn.text):
+                if len(sentence) < 8 or sentence.endswith("?") or _QUESTION_START.match(sentence):
+                    continue
+                if not _FIRST_PERSON.search(sentence):
+                    continue
+                hypothetical = bool(_HYPOTHETICAL.search(sentence))
+                attribute = None if hypothetical else _attribute(sentence)
+                kind = _STATE_KINDS.get(attribute or "", _kind(sentence))
+                out.append(
+                    ExtractedRecord(
+                        kind=kind,
+                        text=sentence,
+                        evidence_turns=(turn.turn_index,),
+                        confidence=0.5 if hypothetical else 0.8,
+                        speaker=turn.speaker or user,
+                        attribute=attribute,
+                        epistemic=EpistemicState.HYPOTHETICAL
+                        if hypothetical
+                        else EpistemicState.ASSERTED,
+                        event_time=turn.time if kind is RecordKind.EVENT else None,
+                    )
+                )
+        return out
