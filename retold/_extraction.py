@@ -80,12 +80,13 @@ _MIGRATIONS = (
 def is_principal_turn(turn: TranscriptTurn, user: str | None = None) -> bool:
     """Whether ``turn`` was written by the principal user themself.
 
-    Only ``role == user`` turns count, and a user-role turn with a speaker other than the
-    principal's display name ``user`` (a third party typing in the same chat) does not.
+    Only ``role == user`` turns count whose speaker is unset (the principal) or is the
+    principal's own name ``user``; a user-role turn with another speaker is a third party
+    typing in the same chat.
     """
     if turn.role is not Role.USER:
         return False
-    return turn.speaker is None or user is None or turn.speaker == user
+    return turn.speaker is None or turn.speaker == user
 
 
 class ExtractedRecord(BaseModel):
