@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import RetoldError, UsageError
-from . import _bench, _memory
+from . import _bench, _decisions, _memory, _profile, _review
 
 __all__ = ["main"]
 
 # Command groups, in the order ``retold --help`` lists them.
-_GROUPS = [_memory, _bench]
+_GROUPS = [_memory, _profile, _review, _decisions, _bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

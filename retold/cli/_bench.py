@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-_BENCHMARKS: list[Any] = []
+from .. import _bench_evidence, _bench_latency, _bench_retrieval
+
+_BENCHMARKS: list[Any] = [_bench_evidence, _bench_retrieval, _bench_latency]
 
 
 def register(sub: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .._errors import InvalidInputError
@@ -43,6 +44,8 @@ def register(sub: Any) -> None:
     add_json(delete)
     delete.add_argument("id", help="record id")
     delete.set_defaults(handler=_delete)
+
+    _register_search(msub)
 
 
 def _line(record: Record) -> str:
@@ -97,4 +100,56 @@ def _delete(args: argparse.Namespace) -> int:
         emit(record.model_dump(mode="json"))
     else:
         print(f"deleted {record.id}")
+    return 0
+
+
+def _register_search(msub: Any) -> None:
+    search = msub.add_parser(
+        "search", help="retrieve and pack records for a query within a token budget"
+    )
+    add_db(search)
+    add_scope(search)
+    search.add_argument("--query", required=True, help="the search query")
+    search.add_argument("--budget", type=int, required=True, help="token budget of the context")
+    search.add_argument("--format", choices=["reader", "auditable"], default="reader")
+    search.add_argument("--unit", default="cl100k_base", help="token counter unit")
+    add_json(search)
+    search.set_defaults(handler=_search)
+
+
+def _search(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .._packing import PackingConfig, pack
+    from .._retrieval import HybridRetriever
+    from .._tokens import token_counter
+
+    scope = scope_of(args)
+    counter = token_counter(args.unit)
+    with open_store(args, must_exist=True) as store:
+        retriever = HybridRetriever(store)
+        result = anyio.run(lambda: retriever.search(scope, args.query))
+        bundle = pack(
+            result.candidates,
+            budget=args.budget,
+            counter=counter,
+            config=PackingConfig(format=args.format),
+        )
+    if args.json:
+        emit(
+            {
+                "context": bundle.text,
+                **bundle.metadata(),
+                "retrieval": retriever.config.model_dump(mode="json"),
+            }
+        )
+    else:
+        print(bundle.text)
+        m = bundle.metrics
+        flags = f" flags={','.join(bundle.flags)}" if bundle.flags else ""
+        print(
+            f"-- {m.records_included} records, {bundle.tokens_used}/{bundle.budget} "
+            f"{bundle.unit} tokens ({m.utilization:.1%}), {m.records_excluded} excluded{flags}",
+            file=sys.stderr,
+        )
     return 0

@@ -1,0 +1,874 @@
+"""Candidate generation: lexical, dense and entity stages, fusion, freshness, dedup, rerank.
+
+Every stage reads through SQL that filters on the trusted scope and on lifecycle (active,
+not superseded, not expired, inside its validity window) before any text is scored. The
+stages are switched and tuned by one frozen :class:`RetrievalConfig` whose canonical JSON
+is stable, so a bundle manifest can hash it.
+
+Pipeline, in order::
+
+    lexical (FTS5 BM25) ─┐
+    dense (Embedder)    ─┼─► fusion (rrf | weighted) ─► speaker / recency boosts
+    entity (name index) ─┘        ─► dedup ─► rerank (optional) ─► session neighbours
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._errors import UsageError
+from ._records import Candidate, LifecycleState, Principal, Record, RecordKind
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._tokens import TokenCounter
+from ._typing import Embedder, Reranker
+
+__all__ = [
+    "BudgetedList",
+    "BudgetedReader",
+    "HybridRetriever",
+    "RetrievalConfig",
+    "RetrievalResult",
+    "extract_entities",
+    "index_entities",
+    "query_terms",
+]
+
+log = structlog.get_logger(__name__)
+
+# Function words that carry no topic; dropping them keeps FTS5 from scoring half the store.
+_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t don ve ll re m d also ever did get got go going went like really yeah oh hey hi thanks
+    thank wow just much many kind sort lot lots thing things""".split()
+)
+
+_WORD = re.compile(r"\w+")
+# Capitalised words (names, places, brands) and acronyms; sentence-initial stopwords are dropped.
+_CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
+
+_CURRENT_STATE_KINDS = frozenset(
+    {
+        RecordKind.FACT,
+        RecordKind.PREFERENCE,
+        RecordKind.RELATIONSHIP,
+        RecordKind.DECISION,
+        RecordKind.PROCEDURE,
+        RecordKind.TASK,
+    }
+)
+
+
+class RetrievalConfig(BaseModel):
+    """Every switch and weight of candidate generation. Frozen; hash with :meth:`sha256`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lexical: bool = Field(default=True, description="Run the FTS5 BM25 stage.")
+    lexical_limit: int = Field(default=300, ge=1, description="Rows the lexical stage keeps.")
+    drop_stopwords: bool = Field(
+        default=True, description="Leave function words out of the lexical query."
+    )
+    dense: bool = Field(
+        default=True, description="Run the dense stage (only when an embedder is given)."
+    )
+    dense_limit: int = Field(default=300, ge=1, description="Rows the dense stage keeps.")
+    entity: bool = Field(default=True, description="Run the entity-name stage.")
+    entity_limit: int = Field(default=300, ge=1, description="Rows the entity stage keeps.")
+    entity_max_share: float = Field(
+        default=0.2,
+        gt=0.0,
+        le=1.0,
+        description="Ignore entities found in more than this share of the scope's records.",
+    )
+    fusion: Literal["rrf", "weighted"] = Field(
+        default="rrf",
+        description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * max-normalised score.",
+    )
+    rrf_k: int = Field(default=60, ge=1, description="Rank offset of reciprocal rank fusion.")
+    lexical_weight: float = Field(default=1.0, ge=0.0, description="Weight of the lexical stage.")
+    dense_weight: float = Field(default=1.0, ge=0.0, description="Weight of the dense stage.")
+    entity_weight: float = Field(default=0.5, ge=0.0, description="Weight of the entity stage.")
+    speaker_boost: float = Field(
+        default=0.15,
+        ge=0.0,
+        description="Multiply by (1 + this) when the query names the record's speaker.",
+    )
+    recency_boost: float = Field(
+        default=0.25,
+        ge=0.0,
+        description="Current-state recency boost: facts, preferences, decisions and tasks gain "
+        "up to this factor, halving every recency_half_life_days behind the newest candidate.",
+    )
+    recency_half_life_days: float = Field(
+        default=30.0, gt=0.0, description="Half-life of the recency boost, in days."
+    )
+    event_time_tie_break: bool = Field(
+        default=True, description="Equal scores order by event time, newest first, then by id."
+    )
+    include_superseded: bool = Field(
+        default=False, description="Also return superseded records (packed with a tag)."
+    )
+    include_expired: bool = Field(
+        default=False, description="Also return expired or closed-window records."
+    )
+    dedup: bool = Field(default=True, description="Fold identical and near-identical text.")
+    dedup_threshold: float = Field(
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        description="Word-trigram Jaccard similarity at which two texts fold.",
+    )
+    rerank: bool = Field(default=True, description="Apply the reranker, when one is given.")
+    rerank_top_n: int = Field(default=30, ge=1, description="How many top candidates to rerank.")
+    session_window: int = Field(
+        default=10, ge=0, description="Session neighbours added on each side of a top result."
+    )
+    session_top_k: int = Field(
+        default=50, ge=0, description="How many top results get their session neighbours."
+    )
+    session_decay: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="A neighbour's score: trigger score times this."
+    )
+
+    backfill: bool = Field(
+        default=False,
+        description="When the stages find fewer than the limit (but at least one record), "
+        "fill the rest with the newest live records, scored 0 on the 'backfill' path.",
+    )
+
+    def canonical_json(self) -> str:
+        """Stable serialization: every field, sorted keys, no whitespace."""
+        body = {"schema": "retold.retrieval-config/1", **self.model_dump(mode="json")}
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def sha256(self) -> str:
+        """Hex SHA-256 of :meth:`canonical_json`."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+# -- text helpers -------------------------------------------------------------------------
+
+
+def query_terms(text: str, *, drop_stopwords: bool = True) -> list[str]:
+    """Lower-cased query words in first-seen order, function words dropped when asked.
+
+    If every word is a function word, all of them are kept, so a query never becomes empty
+    merely because it is short.
+    """
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    if not drop_stopwords:
+        return words
+    kept = [w for w in words if w not in _STOPWORDS]
+    return kept or words
+
+
+def _match_expression(terms: Sequence[str]) -> str | None:
+    # Quoted terms: user text can never inject FTS5 syntax.
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+def extract_entities(text: str) -> set[str]:
+    """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased."""
+    found: set[str] = set()
+    for m in _CAPITALISED.finditer(text):
+        word = m.group(1).strip("'’-").lower()
+        word = re.sub(r"['’]s$", "", word)
+        if len(word) >= 2 and word not in _STOPWORDS and not word.isdigit():
+            found.add(word)
+    return found
+
+
+def _shingles(text: str) -> frozenset[tuple[str, ...]]:
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) < 3:
+        return frozenset({tuple(words)})
+    return frozenset(tuple(words[i : i + 3]) for i in range(len(words) - 2))
+
+
+def _normalised(text: str) -> str:
+    return " ".join(w.lower() for w in _WORD.findall(text))
+
+
+# -- SQL filters ---------------------------------------------------------------------------
+
+
+def _live_filter(
+    config: RetrievalConfig, scope: Principal, now: datetime, alias: str = "r"
+) -> tuple[str, list[Any]]:
+    states = [LifecycleState.ACTIVE.value]
+    if config.include_superseded:
+        states.append(LifecycleState.SUPERSEDED.value)
+    where = [
+        f"{alias}.tenant = ?",
+        f"{alias}.principal = ?",
+        f"{alias}.lifecycle IN ({', '.join('?' for _ in states)})",
+    ]
+    params: list[Any] = [scope.tenant, scope.principal, *states]
+    if not config.include_superseded:
+        where.append(f"{alias}.superseded_by IS NULL")
+    if not config.include_expired:
+        where.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
+        where.append(f"({alias}.valid_to IS NULL OR {alias}.valid_to > ?)")
+        params.extend([iso(now), iso(now)])
+    return " AND ".join(where), params
+
+
+def _columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in _RECORD_COLUMNS.split(","))
+
+
+# -- entity index ---------------------------------------------------------------------------
+
+_RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE retrieval_entities (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        PRIMARY KEY (tenant, principal, entity, record_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE retrieval_watermarks (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        last_rowid INTEGER NOT NULL,
+        PRIMARY KEY (tenant, principal, stage)
+    );
+    CREATE TABLE retrieval_vectors (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        model_id TEXT NOT NULL,
+        dimensions INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (tenant, principal, model_id, record_id)
+    );
+    """,
+    # Session-neighbour expansion reads whole sessions; the core index does not cover them.
+    """
+    CREATE INDEX IF NOT EXISTS retrieval_records_session
+        ON records (tenant, principal, session_id);
+    """,
+)
+
+
+def ensure_retrieval_schema(store: SQLiteStore) -> None:
+    """Create (or migrate) the retrieval component's tables; idempotent."""
+    store.ensure_schema("retrieval", _RETRIEVAL_MIGRATIONS)
+
+
+def index_entities(store: SQLiteStore, scope: Principal) -> int:
+    """Index the entity names of records written since the last call; returns how many.
+
+    The write path may call this after a write (or it runs lazily before the entity stage);
+    it runs in its own transaction and never touches the records themselves. Entries of
+    deleted records are purged in the same pass, so erased text leaves no names behind.
+    """
+    ensure_retrieval_schema(store)
+    rows = store.query(
+        "SELECT last_rowid FROM retrieval_watermarks "
+        "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
+        [scope.tenant, scope.principal],
+    )
+    mark = int(rows[0]["last_rowid"]) if rows else 0
+    new = store.query(
+        "SELECT rowid, id, text, lifecycle FROM records "
+        "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
+        [scope.tenant, scope.principal, mark],
+    )
+    deleted = store.query(
+        "SELECT 1 FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
+        "WHERE e.tenant = ? AND e.principal = ? AND r.lifecycle = 'deleted' LIMIT 1",
+        [scope.tenant, scope.principal],
+    )
+    if not new and not deleted:
+        return 0
+    with store.write() as w:
+        if deleted:
+            w.execute(
+                "DELETE FROM retrieval_entities WHERE tenant = ? AND principal = ? AND record_id "
+                "IN (SELECT id FROM records WHERE tenant = ? AND principal = ? "
+                "AND lifecycle = 'deleted')",
+                [scope.tenant, scope.principal, scope.tenant, scope.principal],
+            )
+        for row in new:
+            if row["lifecycle"] == "deleted":
+                continue
+            for entity in sorted(extract_entities(row["text"])):
+                w.execute(
+                    "INSERT OR IGNORE INTO retrieval_entities (tenant, principal, entity, "
+                    "record_id) VALUES (?, ?, ?, ?)",
+                    [scope.tenant, scope.principal, entity, row["id"]],
+                )
+        if new:
+            w.execute(
+                "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
+                "VALUES (?, ?, 'entity', ?) ON CONFLICT (tenant, principal, stage) "
+                "DO UPDATE SET last_rowid = excluded.last_rowid",
+                [scope.tenant, scope.principal, int(new[-1]["rowid"])],
+            )
+    return len(new)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    record: Record
+    rowid: int
+    stage_scores: dict[str, float] = field(default_factory=dict)
+    stage_ranks: dict[str, int] = field(default_factory=dict)
+    score: float = 0.0
+    paths: set[str] = field(default_factory=set)
+    folded: list[str] = field(default_factory=list)
+
+
+class RetrievalResult(BaseModel):
+    """What one search found, with the provenance the audit log and bundle need.
+
+    Attributes:
+        candidates: best first, ties by event time (when configured) then id.
+        folded: surviving record id -> ids of identical or near-identical records folded into it.
+        stage_counts: how many rows each stage returned.
+        timings_ms: wall time of each stage.
+        stale_embedding_models: stored vector model ids that differ from the embedder's and
+            were therefore ignored (a model change is reported, never mixed).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidates: tuple[Candidate, ...] = ()
+    folded: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    stage_counts: dict[str, int] = Field(default_factory=dict)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    stale_embedding_models: tuple[str, ...] = ()
+
+
+class HybridRetriever:
+    """The default :class:`~retold.Retriever`: lexical + dense + entity stages, fused.
+
+    Args:
+        store: the SQLite store to search.
+        config: stage switches and weights.
+        embedder: enables the dense stage (vectors are stored per model id and built lazily).
+        reranker: enables the rerank stage.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        *,
+        config: RetrievalConfig | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or RetrievalConfig()
+        self.embedder = embedder
+        self.reranker = reranker
+        ensure_retrieval_schema(store)
+
+    async def retrieve(
+        self,
+        scope: Principal,
+        query: str,
+        *,
+        context: str | None = None,
+        limit: int = 8,
+    ) -> Sequence[Candidate]:
+        """Candidates for ``query`` in ``scope``, best first (the Retriever protocol)."""
+        result = await self.search(scope, query, context=context, limit=limit)
+        return result.candidates
+
+    async def search(
+        self,
+        scope: Principal,
+        query: str,
+        *,
+        context: str | None = None,
+        limit: int = 300,
+    ) -> RetrievalResult:
+        """Run every enabled stage and return up to ``limit`` fused candidates."""
+        if limit <= 0:
+            return RetrievalResult()
+        cfg = self.config
+        timings: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        now = self.store.clock()
+        query_vector: list[float] | None = None
+        stale: tuple[str, ...] = ()
+        if cfg.dense and self.embedder is not None:
+            from ._embedding import ensure_vectors
+
+            t0 = time.perf_counter()
+            stale = await ensure_vectors(self.store, scope, self.embedder)
+            query_vector = (await self.embedder.embed([query]))[0]
+            timings["embed"] = (time.perf_counter() - t0) * 1000
+        hits, folded = await anyio.to_thread.run_sync(
+            self._candidates_sync, scope, query, now, query_vector, timings, counts
+        )
+        if cfg.rerank and self.reranker is not None and hits:
+            t0 = time.perf_counter()
+            hits = await self._rerank(query, hits)
+            timings["rerank"] = (time.perf_counter() - t0) * 1000
+        if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
+            t0 = time.perf_counter()
+            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits)
+            timings["session"] = (time.perf_counter() - t0) * 1000
+        if cfg.backfill and hits and len(hits) < limit:
+            hits = await anyio.to_thread.run_sync(self._backfill, scope, now, hits, limit)
+        ranked = self._sort(hits)[:limit]
+        candidates = tuple(
+            Candidate(record=h.record, score=h.score, paths=tuple(sorted(h.paths)), query=query)
+            for h in ranked
+        )
+        kept = {h.record.id for h in ranked}
+        return RetrievalResult(
+            candidates=candidates,
+            folded={k: v for k, v in folded.items() if k in kept},
+            stage_counts=counts,
+            timings_ms=timings,
+            stale_embedding_models=stale,
+        )
+
+    # -- stages --------------------------------------------------------------------------
+
+    def _candidates_sync(
+        self,
+        scope: Principal,
+        query: str,
+        now: datetime,
+        query_vector: list[float] | None,
+        timings: dict[str, float],
+        counts: dict[str, int],
+    ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
+        cfg = self.config
+        hits: dict[str, _Hit] = {}
+        terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
+        stages: list[tuple[str, float, list[tuple[Record, int, float]]]] = []
+        if cfg.lexical:
+            t0 = time.perf_counter()
+            rows = self._lexical(scope, terms, now)
+            timings["lexical"] = (time.perf_counter() - t0) * 1000
+            stages.append(("lexical", cfg.lexical_weight, rows))
+        if cfg.entity:
+            t0 = time.perf_counter()
+            rows = self._entity(scope, query, now)
+            timings["entity"] = (time.perf_counter() - t0) * 1000
+            stages.append(("entity", cfg.entity_weight, rows))
+        if query_vector is not None and self.embedder is not None:
+            from ._embedding import dense_search
+
+            t0 = time.perf_counter()
+            where, params = _live_filter(cfg, scope, now)
+            rows = dense_search(
+                self.store,
+                scope,
+                self.embedder.model_id,
+                query_vector,
+                where,
+                params,
+                cfg.dense_limit,
+            )
+            timings["dense"] = (time.perf_counter() - t0) * 1000
+            stages.append(("dense", cfg.dense_weight, rows))
+        for name, weight, rows in stages:
+            counts[name] = len(rows)
+            top = max((s for _, _, s in rows), default=0.0)
+            for rank, (record, rowid, raw) in enumerate(rows, start=1):
+                hit = hits.get(record.id)
+                if hit is None:
+                    hit = hits[record.id] = _Hit(record=record, rowid=rowid)
+                hit.paths.add(name)
+                hit.stage_ranks[name] = rank
+                hit.stage_scores[name] = raw
+                if cfg.fusion == "rrf":
+                    hit.score += weight / (cfg.rrf_k + rank)
+                else:
+                    hit.score += weight * (raw / top if top > 0 else 0.0)
+        self._boost(list(hits.values()), query)
+        ranked = self._sort(list(hits.values()))
+        folded: dict[str, tuple[str, ...]] = {}
+        if cfg.dedup:
+            ranked = self._dedup(ranked)
+            folded = {h.record.id: tuple(h.folded) for h in ranked if h.folded}
+        return ranked, folded
+
+    def _lexical(
+        self, scope: Principal, terms: Sequence[str], now: datetime
+    ) -> list[tuple[Record, int, float]]:
+        match = _match_expression(terms)
+        if match is None:
+            return []
+        where, params = _live_filter(self.config, scope, now)
+        rows = self.store.query(
+            f"SELECT {_columns('r')}, r.rowid AS rowid, -bm25(records_fts) AS score "
+            "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
+            [match, *params, self.config.lexical_limit],
+        )
+        return [(_row_to_record(row), int(row["rowid"]), float(row["score"])) for row in rows]
+
+    def _entity(
+        self, scope: Principal, query: str, now: datetime
+    ) -> list[tuple[Record, int, float]]:
+        index_entities(self.store, scope)
+        names = sorted({w.lower() for w in _WORD.findall(query)} - _STOPWORDS)
+        if not names:
+            return []
+        marks = ", ".join("?" for _ in names)
+        total = self.store.query(
+            "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
+            [scope.tenant, scope.principal],
+        )[0]["n"]
+        df_rows = self.store.query(
+            "SELECT entity, COUNT(*) AS df FROM retrieval_entities "
+            f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY entity",
+            [scope.tenant, scope.principal, *names],
+        )
+        cap = max(1.0, self.config.entity_max_share * max(1, total))
+        idf = {r["entity"]: math.log(1 + total / r["df"]) for r in df_rows if r["df"] <= cap}
+        if not idf:
+            return []
+        where, params = _live_filter(self.config, scope, now)
+        keep = sorted(idf)
+        marks = ", ".join("?" for _ in keep)
+        rows = self.store.query(
+            f"SELECT {_columns('r')}, r.rowid AS rowid, group_concat(e.entity, ' ') AS ents "
+            "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
+            f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
+            "GROUP BY r.id",
+            [scope.tenant, scope.principal, *keep, *params],
+        )
+        scored: list[tuple[Record, int, float]] = []
+        for row in rows:
+            weight = sum(idf[e] for e in row.pop("ents").split())
+            scored.append((_row_to_record(row), int(row["rowid"]), weight))
+        scored.sort(key=lambda t: (-t[2], t[0].id))
+        return scored[: self.config.entity_limit]
+
+    def _boost(self, hits: list[_Hit], query: str) -> None:
+        cfg = self.config
+        words = {w.lower() for w in _WORD.findall(query)}
+        if cfg.speaker_boost > 0:
+            for h in hits:
+                speaker = h.record.speaker
+                if speaker and any(p.lower() in words for p in _WORD.findall(speaker)):
+                    h.score *= 1 + cfg.speaker_boost
+        if cfg.recency_boost > 0:
+            current = [h for h in hits if h.record.kind in _CURRENT_STATE_KINDS]
+            if current:
+                newest = max(_when(h.record) for h in current)
+                for h in current:
+                    age_days = (newest - _when(h.record)).total_seconds() / 86400
+                    decay = 0.5 ** (age_days / cfg.recency_half_life_days)
+                    h.score *= 1 + cfg.recency_boost * decay
+
+    def _dedup(self, ranked: list[_Hit]) -> list[_Hit]:
+        kept: list[_Hit] = []
+        exact: dict[str, _Hit] = {}
+        shingles: list[tuple[frozenset[tuple[str, ...]], _Hit]] = []
+        threshold = self.config.dedup_threshold
+        for hit in ranked:
+            key = _normalised(hit.record.text)
+            into = exact.get(key)
+            if into is None and threshold < 1.0:
+                mine = _shingles(hit.record.text)
+                for theirs, other in shingles:
+                    small, big = sorted((len(mine), len(theirs)))
+                    if big and small / big < threshold:
+                        continue
+                    union = len(mine | theirs)
+                    if union and len(mine & theirs) / union >= threshold:
+                        into = other
+                        break
+            if into is not None and _same_frame(into.record, hit.record):
+                into.folded.append(hit.record.id)
+                into.paths |= hit.paths
+                continue
+            exact.setdefault(key, hit)
+            if threshold < 1.0:
+                shingles.append((_shingles(hit.record.text), hit))
+            kept.append(hit)
+        return kept
+
+    async def _rerank(self, query: str, hits: list[_Hit]) -> list[_Hit]:
+        assert self.reranker is not None
+        n = self.config.rerank_top_n
+        head, tail = hits[:n], hits[n:]
+        scores = await self.reranker.rerank(query, [h.record.text for h in head])
+        if len(scores) != len(head):
+            raise UsageError(
+                f"reranker {self.reranker.model_id!r} returned {len(scores)} scores "
+                f"for {len(head)} texts; it must return one per text"
+            )
+        # Reranked items keep the fused score scale: they take the head's scores in new order.
+        fused = sorted((h.score for h in head), reverse=True)
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].record.id))
+        for slot, i in enumerate(order):
+            head[i].score = fused[slot]
+            head[i].paths.add("rerank")
+        return self._sort(head) + tail
+
+    def _expand_sessions(self, scope: Principal, now: datetime, hits: list[_Hit]) -> list[_Hit]:
+        """Add the turns around the top results, scored trigger * decay**distance.
+
+        A turn another stage found keeps its own score and gains the ``session`` path.
+        Sessions are read in one query, so the cost does not grow with the trigger count.
+        """
+        cfg = self.config
+        by_id = {h.record.id: h for h in hits}
+        triggers = [h for h in hits[: cfg.session_top_k] if h.record.session_id is not None]
+        sessions = sorted({h.record.session_id for h in triggers if h.record.session_id})
+        if not sessions:
+            return hits
+        where, params = _live_filter(cfg, scope, now)
+        marks = ", ".join("?" for _ in sessions)
+        rows = self.store.query(
+            f"SELECT r.id AS id, r.rowid AS rowid, r.session_id AS session_id FROM records r "
+            f"WHERE {where} AND r.session_id IN ({marks}) ORDER BY r.session_id, r.rowid",
+            [*params, *sessions],
+        )
+        order: dict[str, list[str]] = {}
+        for row in rows:
+            order.setdefault(row["session_id"], []).append(row["id"])
+        position = {rid: i for ids in order.values() for i, rid in enumerate(ids)}
+        inherited: dict[str, float] = {}
+        for trigger in triggers:
+            ids = order.get(trigger.record.session_id or "", [])
+            at = position.get(trigger.record.id)
+            if at is None:
+                continue
+            for d in range(1, cfg.session_window + 1):
+                score = trigger.score * cfg.session_decay**d
+                for j in (at - d, at + d):
+                    if 0 <= j < len(ids):
+                        rid = ids[j]
+                        if rid in by_id:
+                            by_id[rid].paths.add("session")
+                        elif score > inherited.get(rid, 0.0):
+                            inherited[rid] = score
+        if inherited:
+            new = sorted(inherited)
+            marks = ", ".join("?" for _ in new)
+            for row in self.store.query(
+                f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r "
+                f"WHERE {where} AND r.id IN ({marks})",
+                [*params, *new],
+            ):
+                hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
+                hit.score = inherited[hit.record.id]
+                hit.paths.add("session")
+                by_id[hit.record.id] = hit
+        return list(by_id.values())
+
+    def _backfill(
+        self, scope: Principal, now: datetime, hits: list[_Hit], limit: int
+    ) -> list[_Hit]:
+        where, params = _live_filter(self.config, scope, now)
+        have = [h.record.id for h in hits]
+        rows = self.store.query(
+            f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r WHERE {where} "
+            "ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ?",
+            [*params, limit],
+        )
+        seen = set(have)
+        out = list(hits)
+        for row in rows:
+            if len(out) >= limit:
+                break
+            if row["id"] in seen:
+                continue
+            hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
+            hit.paths.add("backfill")
+            out.append(hit)
+        return out
+
+    def _sort(self, hits: list[_Hit]) -> list[_Hit]:
+        if self.config.event_time_tie_break:
+            return sorted(hits, key=lambda h: (-h.score, -_when(h.record).timestamp(), h.record.id))
+        return sorted(hits, key=lambda h: (-h.score, h.record.id))
+
+
+def _when(record: Record) -> datetime:
+    return record.event_time or record.created_at
+
+
+def _same_frame(a: Record, b: Record) -> bool:
+    """Fold only when nothing but the text would be lost: same speaker, date and state."""
+    return (
+        a.speaker == b.speaker
+        and _when(a).date() == _when(b).date()
+        and a.lifecycle == b.lifecycle
+        and a.epistemic == b.epistemic
+        and a.tags == b.tags
+        and not a.conflicts_with
+        and not b.conflicts_with
+    )
+
+
+# -- budgeted read (injection-budget RFC) ---------------------------------------------------
+
+
+class BudgetedList(BaseModel):
+    """The result of a budgeted read.
+
+    Attributes:
+        records: a prefix of the ranked list (over-budget single entries removed first).
+        tokens_used: cumulative tokens of the returned entries' text in ``unit``.
+        token_budget: the budget asked for (None when unbounded).
+        unit: the token-counter unit the budget is denominated in.
+        rank: the ranking used.
+        omitted_over_budget: ids of entries that alone exceed the budget.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    records: tuple[Record, ...]
+    tokens_used: int
+    token_budget: int | None
+    unit: str
+    rank: Literal["recency", "relevance"]
+    omitted_over_budget: tuple[str, ...] = ()
+
+
+class BudgetedReader:
+    """``list(scope, token_budget=..., rank=..., query=..., limit=..., tag=...)``.
+
+    Recency order reads the store newest first; relevance delegates to the retriever (the
+    one search surface), so it ranks only live, redacted, single-scope records.
+
+    Args:
+        store: the store to read.
+        counter: the token counter whose unit the budget is denominated in.
+        retriever: the relevance search; a lexical :class:`HybridRetriever` by default.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        counter: TokenCounter,
+        *,
+        retriever: HybridRetriever | None = None,
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.retriever = retriever or HybridRetriever(store)
+
+    @property
+    def unit(self) -> str:
+        return self.counter.unit
+
+    async def list(
+        self,
+        scope: Principal,
+        *,
+        token_budget: int | None = None,
+        rank: Literal["recency", "relevance"] = "recency",
+        query: str | None = None,
+        limit: int | None = None,
+        tag: str | None = None,
+    ) -> BudgetedList:
+        """Return the longest prefix of the ranked entries within ``limit`` and ``token_budget``.
+
+        Raises:
+            UsageError: ``rank="relevance"`` without a query, an unknown rank, or a negative
+                limit or budget.
+        """
+        if rank not in ("recency", "relevance"):
+            raise UsageError(f"rank must be 'recency' or 'relevance', not {rank!r}")
+        if rank == "relevance" and not (query and query.strip()):
+            raise UsageError(
+                "rank='relevance' needs query=<text>: relevance is ranked against a query; "
+                "pass one, or use rank='recency'"
+            )
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be >= 0, not {limit}")
+        if token_budget is not None and token_budget < 0:
+            raise UsageError(f"token_budget must be >= 0, not {token_budget}")
+        if rank == "recency":
+            source: Iterable[Record] = _Pages(self, scope, tag)
+        else:
+            assert query is not None
+            result = await self.retriever.search(scope, query, limit=max(limit or 0, 500))
+            source = [c.record for c in result.candidates if tag is None or tag in c.record.tags]
+        picked, used, omitted = await anyio.to_thread.run_sync(
+            _take_prefix, source, self.counter, token_budget, limit
+        )
+        return BudgetedList(
+            records=tuple(picked),
+            tokens_used=used,
+            token_budget=token_budget,
+            unit=self.unit,
+            rank=rank,
+            omitted_over_budget=tuple(omitted),
+        )
+
+    def recent_page(
+        self, scope: Principal, tag: str | None, offset: int, size: int
+    ) -> builtins.list[Record]:
+        """One page of live records in ``scope``, newest first (ties by id)."""
+        where, params = _live_filter(RetrievalConfig(), scope, self.store.clock())
+        sql = f"SELECT {_columns('r')} FROM records r WHERE {where}"
+        if tag is not None:
+            sql += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)"
+            params.append(tag)
+        sql += " ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ? OFFSET ?"
+        return [_row_to_record(row) for row in self.store.query(sql, [*params, size, offset])]
+
+
+class _Pages:
+    """Lazily pages through the recency order so a small budget never reads the whole scope."""
+
+    def __init__(self, reader: BudgetedReader, scope: Principal, tag: str | None) -> None:
+        self.reader, self.scope, self.tag = reader, scope, tag
+
+    def __iter__(self) -> Iterator[Record]:
+        offset, size = 0, 100
+        while True:
+            page = self.reader.recent_page(self.scope, self.tag, offset, size)
+            yield from page
+            if len(page) < size:
+                return
+            offset += size
+
+
+def _take_prefix(
+    ranked: Iterable[Record], counter: TokenCounter, token_budget: int | None, limit: int | None
+) -> tuple[list[Record], int, list[str]]:
+    picked: list[Record] = []
+    omitted: list[str] = []
+    used = 0
+    for record in ranked:
+        if limit is not None and len(picked) >= limit:
+            break
+        cost = counter.count(record.text)
+        if token_budget is not None and cost > token_budget:
+            omitted.append(record.id)  # alone over budget: omitted, never truncated
+            continue
+        if token_budget is not None and used + cost > token_budget:
+            break  # a prefix: nothing after the first entry that does not fit
+        picked.append(record)
+        used += cost
+    return picked, used, omitted

@@ -1,0 +1,271 @@
+"""Candidate generation: scope and lifecycle filters, stages, fusion, dedup, rerank, sessions."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from retold import Principal, RecordDraft, RecordKind, SQLiteStore, token_counter
+from retold._packing import pack, parse_reader
+from retold._retrieval import HybridRetriever, RetrievalConfig, extract_entities, query_terms
+from retold._typing import Retriever
+
+pytestmark = pytest.mark.anyio
+
+LEXICAL = RetrievalConfig(dense=False, session_window=0)
+
+
+class HashEmbedder:
+    """Test double: a deterministic bag-of-words hash embedding (no model)."""
+
+    def __init__(self, model_id: str = "test-hash-v1", dims: int = 64) -> None:
+        self._id, self._dims = model_id, dims
+        self.calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._id
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        out = []
+        for text in texts:
+            vec = [0.0] * self._dims
+            for word in query_terms(text):
+                h = int(hashlib.sha256(f"{self._id}:{word}".encode()).hexdigest(), 16)
+                vec[h % self._dims] += 1.0
+            out.append(vec)
+        return out
+
+
+class ReverseReranker:
+    """Test double: scores texts so that the longest text ranks first."""
+
+    @property
+    def model_id(self) -> str:
+        return "test-length"
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [float(len(t)) for t in texts]
+
+
+def add(store: SQLiteStore, scope: Principal, text: str, **kw: object) -> str:
+    return store.add(scope, RecordDraft.model_validate({"text": text, **kw})).id
+
+
+async def test_is_a_retriever_and_scope_is_enforced(
+    store: SQLiteStore, alice: Principal, bob: Principal
+) -> None:
+    """Another principal's or tenant's records are never returned, whatever the query says."""
+    mine = add(store, alice, "Alice's dentist appointment is on Friday")
+    add(store, bob, "Bob's dentist appointment is on Monday")
+    add(store, Principal(tenant="other", principal="alice"), "dentist appointment elsewhere")
+    retriever = HybridRetriever(store, config=LEXICAL)
+    assert isinstance(retriever, Retriever)
+    got = await retriever.retrieve(alice, "dentist appointment bob monday")
+    assert [c.record.id for c in got] == [mine]
+    assert got[0].paths == ("lexical",) and got[0].query == "dentist appointment bob monday"
+
+
+async def test_tenant_scoping_changes_what_is_packed(
+    store: SQLiteStore, alice: Principal, bob: Principal
+) -> None:
+    """A packed context holds only the asking principal's records."""
+    add(store, alice, "I keep my bike in the garage")
+    add(store, bob, "I keep my bike at the office")
+    retriever = HybridRetriever(store, config=LEXICAL)
+    for scope, text in ((alice, "garage"), (bob, "office")):
+        result = await retriever.search(scope, "where is the bike kept")
+        out = pack(result.candidates, budget=500, counter=token_counter())
+        assert [p.text for p in parse_reader(out.text)] == [
+            f"I keep my bike in the {text}" if text == "garage" else f"I keep my bike at the {text}"
+        ]
+
+
+async def test_superseded_and_expired_are_excluded_by_default(
+    store: SQLiteStore, alice: Principal, clock: object
+) -> None:
+    """Superseded and expired records are filtered in SQL; opting in returns superseded ones."""
+    old = add(store, alice, "My phone number ends in 1234")
+    new = add(store, alice, "My phone number ends in 9876", supersedes=old)
+    now = store.clock()
+    add(store, alice, "My temporary phone number ends in 5555", expires_at=now - timedelta(days=1))
+    add(
+        store,
+        alice,
+        "My old work phone number ends in 7777",
+        valid_from=now - timedelta(days=9),
+        valid_to=now - timedelta(days=2),
+    )
+    got = await HybridRetriever(store, config=LEXICAL).retrieve(alice, "phone number", limit=10)
+    assert [c.record.id for c in got] == [new]
+    with_old = HybridRetriever(
+        store, config=LEXICAL.model_copy(update={"include_superseded": True})
+    )
+    ids = {c.record.id for c in await with_old.retrieve(alice, "phone number", limit=10)}
+    assert ids == {old, new}
+    result = await with_old.search(alice, "phone number")
+    out = pack(result.candidates, budget=500, counter=token_counter())
+    tags = {p.text: p.tags for p in parse_reader(out.text)}
+    assert tags["My phone number ends in 1234"] == ("superseded",)
+    assert tags["My phone number ends in 9876"] == ()
+
+
+async def test_conflicts_are_packed_as_an_annotated_pair(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Contradicting stored records come out of retrieval and packing annotated as a pair."""
+    a = add(store, alice, "My favourite colour is green")
+    b = add(store, alice, "My favourite colour is purple", conflicts_with=[a])
+    result = await HybridRetriever(store, config=LEXICAL).search(alice, "favourite colour")
+    out = pack(result.candidates, budget=500, counter=token_counter())
+    assert out.conflicts == (tuple(sorted((a, b))),)
+    assert all(p.tags == ("conflict",) for p in parse_reader(out.text))
+
+
+async def test_dedup_folds_identical_and_near_identical_keeping_provenance(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Identical and near-identical text folds into one candidate that lists the others."""
+    text = "we booked the cabin at Lake Tahoe for the first week of August this year"
+    first = add(store, alice, text, speaker="Ana")
+    second = add(store, alice, text, speaker="Ana")
+    third = add(store, alice, text + "!", speaker="Ana")
+    other_speaker = add(store, alice, text, speaker="Ben")
+    result = await HybridRetriever(store, config=LEXICAL).search(alice, "cabin Tahoe August")
+    ids = [c.record.id for c in result.candidates]
+    assert len(ids) == 2 and other_speaker in ids
+    survivor = next(i for i in ids if i != other_speaker)
+    assert sorted([survivor, *result.folded[survivor]]) == sorted([first, second, third])
+    off = HybridRetriever(store, config=LEXICAL.model_copy(update={"dedup": False}))
+    assert len(await off.retrieve(alice, "cabin Tahoe August", limit=10)) == 4
+
+
+async def test_entity_stage_matches_names(store: SQLiteStore, alice: Principal) -> None:
+    """Names indexed at write are matched against the query; deleted records leave no names."""
+    named = add(store, alice, "Lunch with Okonkwo went well")
+    for i in range(6):
+        add(store, alice, f"filler note number {i}")
+    cfg = LEXICAL.model_copy(update={"lexical": False})
+    got = await HybridRetriever(store, config=cfg).retrieve(alice, "what about okonkwo?")
+    assert [(c.record.id, c.paths) for c in got] == [(named, ("entity",))]
+    store.delete(alice, named)
+    assert list(await HybridRetriever(store, config=cfg).retrieve(alice, "okonkwo")) == []
+    rows = store.query("SELECT * FROM retrieval_entities WHERE record_id = ?", [named])
+    assert rows == []
+    assert extract_entities("Then Maria met Dr. Okafor in New York.") == {
+        "maria",
+        "dr",
+        "okafor",
+        "new",
+        "york",
+    }
+
+
+async def test_fusion_rrf_and_weighted_reward_multi_path(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """A record found by two stages outranks one found by one, under both fusions."""
+    both = add(store, alice, "Quentin recommended the ramen place downtown")
+    add(store, alice, "the ramen place downtown has long queues")
+    for fusion in ("rrf", "weighted"):
+        cfg = LEXICAL.model_copy(update={"fusion": fusion, "speaker_boost": 0.0})
+        got = await HybridRetriever(store, config=cfg).retrieve(alice, "Quentin ramen downtown")
+        assert got[0].record.id == both and got[0].paths == ("entity", "lexical")
+
+
+async def test_dense_stage_and_model_change_is_detected_not_mixed(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Vectors are stored per model id; a new model's search ignores old vectors and reports them."""
+    target = add(store, alice, "sourdough starter feeding schedule")
+    add(store, alice, "quarterly tax paperwork")
+    cfg = RetrievalConfig(lexical=False, entity=False, session_window=0)
+    v1 = HashEmbedder("test-hash-v1")
+    result = await HybridRetriever(store, config=cfg, embedder=v1).search(
+        alice, "sourdough starter"
+    )
+    assert result.candidates[0].record.id == target and result.candidates[0].paths == ("dense",)
+    assert result.stale_embedding_models == ()
+    v2 = HashEmbedder("test-hash-v2")
+    result = await HybridRetriever(store, config=cfg, embedder=v2).search(
+        alice, "sourdough starter"
+    )
+    assert result.stale_embedding_models == ("test-hash-v1",)
+    assert result.candidates[0].record.id == target
+    models = store.query("SELECT model_id, COUNT(*) AS n FROM retrieval_vectors GROUP BY model_id")
+    assert {r["model_id"]: r["n"] for r in models} == {"test-hash-v1": 2, "test-hash-v2": 2}
+
+
+async def test_reranker_reorders_the_head(store: SQLiteStore, alice: Principal) -> None:
+    """The optional reranker reorders the top candidates and marks them."""
+    short = add(store, alice, "garden tomatoes")
+    long = add(store, alice, "garden tomatoes and basil and a very long list of herbs")
+    cfg = LEXICAL.model_copy(update={"entity": False})
+    plain = await HybridRetriever(store, config=cfg).retrieve(alice, "garden tomatoes")
+    assert plain[0].record.id == short
+    got = await HybridRetriever(store, config=cfg, reranker=ReverseReranker()).retrieve(
+        alice, "garden tomatoes"
+    )
+    assert [c.record.id for c in got] == [long, short]
+    assert "rerank" in got[0].paths
+
+
+async def test_session_neighbours_are_added_with_decayed_scores(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Turns around a hit in the same session join on the session path, nearer ones first."""
+    ids = [
+        add(store, alice, text, session_id="s1", kind=RecordKind.MESSAGE)
+        for text in ["hello there", "did you go anywhere", "I went to Lisbon", "nice", "bye"]
+    ]
+    add(store, alice, "unrelated other session", session_id="s2")
+    cfg = RetrievalConfig(dense=False, entity=False, session_window=1)
+    got = await HybridRetriever(store, config=cfg).retrieve(alice, "lisbon", limit=10)
+    assert got[0].record.id == ids[2]
+    assert {c.record.id for c in got[1:]} == {ids[1], ids[3]}
+    assert all(c.paths == ("session",) and c.score < got[0].score for c in got[1:])
+    wide = cfg.model_copy(update={"session_window": 2})
+    got = await HybridRetriever(store, config=wide).retrieve(alice, "lisbon", limit=10)
+    assert len(got) == 5 and got[-1].score < got[1].score
+
+
+async def test_backfill_fills_with_newest_when_few_found(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Backfill (opt-in) adds the newest live records after the found ones, scored 0."""
+    hit = add(store, alice, "the quokka photo")
+    add(store, alice, "note one")
+    add(store, alice, "note two")
+    cfg = LEXICAL.model_copy(update={"backfill": True})
+    got = await HybridRetriever(store, config=cfg).retrieve(alice, "quokka", limit=10)
+    assert got[0].record.id == hit and len(got) == 3
+    assert all(c.paths == ("backfill",) and c.score == 0 for c in got[1:])
+    assert list(await HybridRetriever(store, config=cfg).retrieve(alice, "zebra")) == []
+
+
+def test_config_is_frozen_with_stable_canonical_json_and_hash() -> None:
+    """RetrievalConfig is frozen; its canonical JSON and SHA-256 are stable and field-sensitive."""
+    a, b = RetrievalConfig(), RetrievalConfig()
+    assert a.canonical_json() == b.canonical_json()
+    assert a.sha256() == hashlib.sha256(a.canonical_json().encode()).hexdigest()
+    assert a.sha256() != RetrievalConfig(rrf_k=61).sha256()
+    assert '"schema":"retold.retrieval-config/1"' in a.canonical_json()
+    with pytest.raises(ValidationError):
+        a.rrf_k = 5  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        RetrievalConfig(unknown=1)  # type: ignore[call-arg]
+
+
+def test_query_terms_drop_function_words_but_never_empty() -> None:
+    """Function words leave the lexical query unless nothing else is left."""
+    assert query_terms("What did Caroline do with the kids?") == ["caroline", "kids"]
+    assert query_terms("what did you do") == ["what", "did", "you", "do"]
