@@ -199,7 +199,10 @@ class LocalEmbedder:
         except Exception as exc:
             raise UsageError(f"cannot load embedding model {path!r} from disk: {exc}") from exc
         name = model or "sentence-transformers/all-MiniLM-L6-v2"
-        self._dims = int(self._model.get_sentence_embedding_dimension())
+        dims = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        self._dims = int(dims())
         self._id = f"local:{name}:{self._dims}"
 
     @property

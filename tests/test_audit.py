@@ -1,0 +1,180 @@
+"""The turn-decision log, search_log and offline labels."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from retold import (
+    AuditLog,
+    InvalidInputError,
+    OfflineLabel,
+    Principal,
+    ProfileBlock,
+    Record,
+    RecordDraft,
+    SQLiteStore,
+    TurnMemoryDecision,
+    TurnOptions,
+    UtilityAwareConfig,
+    UtilityAwareOrchestrator,
+)
+from retold._audit import percentile
+from retold.testing import (
+    ScriptedAdmissionPolicy,
+    ScriptedGapPolicy,
+    ScriptedGeneration,
+    StoreRetriever,
+)
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "sk-live-" + "Q" * 32
+
+
+@pytest.fixture
+def vim(store: SQLiteStore, alice: Principal) -> Record:
+    return store.add(alice, RecordDraft(text="Alice prefers the vim editor", kind="preference"))
+
+
+@pytest.fixture
+def emacs(store: SQLiteStore, alice: Principal) -> Record:
+    return store.add(alice, RecordDraft(text="Alice once tried the emacs editor"))
+
+
+def orchestrator(
+    store: SQLiteStore, admit: Any = "all", gaps: Any = None
+) -> UtilityAwareOrchestrator:
+    return UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy(gaps if gaps is not None else [("preference", "editor")]),
+        admission_policy=ScriptedAdmissionPolicy(admit),
+        serving_model="model-x@2026-01",
+    )
+
+
+async def turn(
+    orch: UtilityAwareOrchestrator,
+    scope: Principal,
+    index: int,
+    text: str = "Which editor do I like?",
+    budget: int | None = None,
+) -> TurnMemoryDecision:
+    return await orch.prepare_turn(
+        scope,
+        session_id="s1",
+        turn_index=index,
+        turn=text,
+        public_context=None,
+        profile=ProfileBlock(text="Be brief.", record_ids=("p1",)),
+        generate_draft=ScriptedGeneration("the draft answer"),
+        generate_final=ScriptedGeneration("the final answer"),
+        retriever=StoreRetriever(orch.store),
+        options=TurnOptions(latency_budget_ms=budget),
+    )
+
+
+async def test_decision_row_holds_ids_and_timings_not_bodies(
+    store: SQLiteStore, alice: Principal, vim: Record, emacs: Record
+) -> None:
+    """The row records ids, verdicts, budget and timings; never record, draft or final text."""
+    decision = await turn(orchestrator(store, [vim.id]), alice, 0)
+    [row] = AuditLog(store).decision_rows()
+    assert row["id"] == decision.decision_id
+    assert (row["session_id"], row["turn_index"]) == ("s1", 0)
+    assert row["ambient_ids"] == ["p1"]
+    assert set(row["candidate_ids"]) == {vim.id, emacs.id}
+    assert row["admitted_ids"] == [vim.id]
+    assert row["verdicts"] == {vim.id: "helpful", emacs.id: "insufficient"}
+    assert row["search_ids"] == list(decision.search_ids)
+    assert row["gap_policy"] == "scripted-gap@1"
+    assert row["admission_policy"] == "scripted-admission@1"
+    assert row["serving_model"] == "model-x@2026-01"
+    assert row["regeneration_estimate_ms"] == decision.regeneration_estimate_ms
+    assert row["draft_ms"] is not None and row["total_ms"] is not None
+    assert row["config"]["gap_enabled"] is True
+    flat = json.dumps(row, default=str)
+    for body in (vim.text, emacs.text, "the draft answer", "the final answer"):
+        assert body not in flat
+
+
+async def test_search_log_keeps_the_turn_as_redacted_context(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """search_log keeps the raw turn as context, passed through the redactor first."""
+    decision = await turn(orchestrator(store), alice, 0, text=f"my key is {SECRET}, which editor?")
+    [search] = AuditLog(store).search_rows(decision.decision_id)
+    assert SECRET not in search["context"] and "[REDACTED" in search["context"]
+    assert search["query"] == "editor" and search["origin"] == "host"
+    assert search["result_ids"] == [vim.id]
+
+
+async def test_every_path_writes_exactly_one_row(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """No-gap, regenerated, budget-zero and failed turns each write one row."""
+    await turn(orchestrator(store, gaps=[]), alice, 0)
+    await turn(orchestrator(store), alice, 1)
+    await turn(orchestrator(store), alice, 2, budget=0)
+    failing = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy(error=RuntimeError("boom")),
+        admission_policy=ScriptedAdmissionPolicy("all"),
+    )
+    await turn(failing, alice, 3)
+    rows = AuditLog(store).decision_rows()
+    assert [(r["turn_index"], r["disposition"]) for r in rows] == [
+        (0, "baseline_no_gaps"),
+        (1, "regenerated"),
+        (2, "baseline_budget_exhausted"),
+        (3, "baseline_policy_failure"),
+    ]
+    assert [r["effective_budget_ms"] for r in rows] == [None, None, 0, None]
+
+
+async def test_config_snapshot_is_stored_once(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """Turns reference one stored configuration snapshot by hash."""
+    orch = orchestrator(store)
+    await turn(orch, alice, 0)
+    await turn(orch, alice, 1)
+    assert store.query("SELECT count(*) AS n FROM turn_decision_configs")[0]["n"] == 1
+    rows = AuditLog(store).decision_rows()
+    assert all(r["config"] == orch.config.snapshot() for r in rows)
+
+
+async def test_offline_labels_are_keyed_as_specified(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """A label is unique per decision, subset, labeler version, model family and provenance."""
+    decision = await turn(orchestrator(store), alice, 0)
+    audit = AuditLog(store)
+    label = OfflineLabel(
+        decision_id=decision.decision_id,
+        subset=(vim.id,),
+        labeler_version="deletion-test@1",
+        model_family="family-a",
+        provenance="deletion_test",
+        useful=True,
+        verdict="improved",
+    )
+    assert audit.add_label(label) is True
+    assert audit.add_label(label.model_copy(update={"useful": False})) is False
+    assert audit.add_label(label.model_copy(update={"labeler_version": "deletion-test@2"}))
+    with pytest.raises(InvalidInputError, match="decision_id"):
+        audit.add_label(label.model_copy(update={"decision_id": "d-missing"}))
+    rows = store.query("SELECT subset, weak FROM offline_labels")
+    assert rows == [{"subset": json.dumps([vim.id]), "weak": 1}] * 2
+
+
+def test_percentile_interpolates() -> None:
+    """Percentiles interpolate linearly and are None for no data."""
+    assert percentile([], 50) is None
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
