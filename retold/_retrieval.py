@@ -269,6 +269,18 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS retrieval_records_session
         ON records (tenant, principal, session_id);
     """,
+    # Deletion erases a record's text; its entity names and vectors go in the same
+    # transaction, whichever process or command deletes it.
+    """
+    CREATE TRIGGER retrieval_purge_deleted AFTER UPDATE OF lifecycle ON records
+    WHEN NEW.lifecycle = 'deleted'
+    BEGIN
+        DELETE FROM retrieval_entities
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+        DELETE FROM retrieval_vectors
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+    END;
+    """,
 )
 
 

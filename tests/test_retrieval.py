@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -269,3 +270,30 @@ def test_query_terms_drop_function_words_but_never_empty() -> None:
     """Function words leave the lexical query unless nothing else is left."""
     assert query_terms("What did Caroline do with the kids?") == ["caroline", "kids"]
     assert query_terms("what did you do") == ["what", "did", "you", "do"]
+
+
+def test_delete_purges_entities_and_vectors_in_the_same_write(tmp_path: Path) -> None:
+    """Deleting a record removes its entity names and vectors at once, even via the plain store."""
+    from retold._retrieval import ensure_retrieval_schema, index_entities
+
+    store = SQLiteStore(tmp_path / "purge.db")
+    scope = Principal(tenant="acme", principal="alice")
+    ensure_retrieval_schema(store)
+    rec = store.add(scope, RecordDraft(text="Dinner with Margarethe Vasquez in Lisbon"))
+    index_entities(store, scope)
+    with store.write() as w:
+        w.insert(
+            "retrieval_vectors",
+            {
+                "tenant": "acme",
+                "principal": "alice",
+                "record_id": rec.id,
+                "model_id": "m",
+                "dimensions": 1,
+                "vector": b"\0\0\0\0",
+            },
+        )
+    assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id])
+    SQLiteStore(tmp_path / "purge.db").delete(scope, rec.id)  # another connection, no retriever
+    assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id]) == []
+    assert store.query("SELECT 1 FROM retrieval_vectors WHERE record_id = ?", [rec.id]) == []
