@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import sqlite3
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
+from ._records import Principal
 from ._store import SQLiteStore, iso
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ log = structlog.get_logger(__name__)
 _AUDIT_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE turn_decision_configs (
-        sha256 TEXT PRIMARY KEY,
+        sha256 BLOB PRIMARY KEY,
         config TEXT NOT NULL,
         created_at TEXT NOT NULL
     );
@@ -54,6 +56,7 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
         requested_budget_ms INTEGER,
         effective_budget_ms INTEGER,
         budget_permits_regeneration INTEGER,
+        budget_reserve_ms REAL,
         regeneration_estimate_ms REAL,
         draft_ms REAL,
         gap_ms REAL,
@@ -76,15 +79,15 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
         admission_policy TEXT,
         serving_model TEXT,
         bundle_retrieval_verified INTEGER NOT NULL DEFAULT 0,
-        config_sha256 TEXT NOT NULL REFERENCES turn_decision_configs (sha256),
-        draft_sha256 TEXT,
-        response_sha256 TEXT
+        config_sha256 BLOB NOT NULL REFERENCES turn_decision_configs (sha256),
+        draft_sha256 BLOB,
+        response_sha256 BLOB
     );
     CREATE INDEX turn_decisions_turn ON turn_decisions (tenant, principal, session_id, turn_index);
     CREATE INDEX turn_decisions_disposition ON turn_decisions (disposition);
     CREATE TABLE search_log (
         id TEXT PRIMARY KEY,
-        decision_id TEXT NOT NULL REFERENCES turn_decisions (id),
+        decision_id TEXT REFERENCES turn_decisions (id),
         tenant TEXT NOT NULL,
         principal TEXT NOT NULL,
         session_id TEXT NOT NULL,
@@ -215,7 +218,12 @@ class AuditLog:
         store.ensure_schema("audit", _AUDIT_MIGRATIONS)
         # Configuration snapshots already stored: a turn row references its snapshot by
         # hash, so the (long) snapshot is written and redacted once, not on every turn.
-        self._configs: set[str] = set()
+        self._configs: set[bytes] = set()
+        # Running write-latency estimate (RFC 6298 style), which orchestrators hold back
+        # from positive latency budgets; approximate under concurrency, and that is fine.
+        self._write_mean = 0.0
+        self._write_dev = 0.0
+        self._writes = 0
 
     # -- writes -------------------------------------------------------------------------
 
@@ -232,7 +240,9 @@ class AuditLog:
         # Aligned with candidate_ids rather than keyed by id: ids are not written twice.
         verdicts = [by_id.get(i) for i in d.candidate_ids] if by_id else []
         config = json.dumps(d.config, sort_keys=True)
-        config_sha = hashlib.sha256(config.encode("utf-8")).hexdigest()
+        # Digests are stored as BLOBs: they carry no text to redact, and skipping the
+        # redactor for them keeps the write (which is on the turn's critical path) short.
+        config_sha = hashlib.sha256(config.encode("utf-8")).digest()
         row: dict[str, Any] = {
             "id": d.decision_id,
             "tenant": d.scope.tenant,
@@ -253,6 +263,7 @@ class AuditLog:
                 if d.budget_permits_regeneration is None
                 else int(d.budget_permits_regeneration)
             ),
+            "budget_reserve_ms": d.budget_reserve_ms,
             "regeneration_estimate_ms": d.regeneration_estimate_ms,
             "draft_ms": timings.draft_ms,
             "gap_ms": timings.gap_ms,
@@ -280,8 +291,8 @@ class AuditLog:
             "serving_model": d.serving_model,
             "bundle_retrieval_verified": int(d.bundle_retrieval_verified),
             "config_sha256": config_sha,
-            "draft_sha256": d.draft_sha256,
-            "response_sha256": d.response_sha256,
+            "draft_sha256": _digest(d.draft_sha256),
+            "response_sha256": _digest(d.response_sha256),
         }
         try:
             with self.store.write() as w:
@@ -319,6 +330,70 @@ class AuditLog:
             raise StoreError(f"cannot write the turn decision: {exc}") from exc
         self._configs.add(config_sha)
         log.debug("turn_decision_written", decision_id=d.decision_id)
+
+    def observe_write(self, elapsed_ms: float) -> None:
+        """Feed one observed turn-decision write latency into the running estimate."""
+        if self._writes == 0:
+            self._write_mean, self._write_dev = elapsed_ms, elapsed_ms / 2
+        else:
+            self._write_dev += 0.25 * (abs(elapsed_ms - self._write_mean) - self._write_dev)
+            self._write_mean += 0.125 * (elapsed_ms - self._write_mean)
+        self._writes += 1
+
+    def write_reserve_ms(self) -> float:
+        """How long a turn-decision write is expected to take (mean + 4 deviations)."""
+        return max(0.0, self._write_mean + 4 * self._write_dev) if self._writes else 0.0
+
+    def write_search(
+        self,
+        scope: Principal,
+        *,
+        session_id: str,
+        turn_index: int,
+        origin: str,
+        query: str,
+        result_ids: Sequence[str],
+        elapsed_ms: float | None = None,
+        context: str | None = None,
+    ) -> str:
+        """Log one retrieval that is not part of a turn decision (e.g. a model-issued
+        ``memory_search``); returns its search id. Host-issued gap searches are written
+        with their turn decision instead.
+        """
+        search_id = "s" + uuid.uuid4().hex
+        with self.store.write() as w:
+            w.insert(
+                "search_log",
+                {
+                    "id": search_id,
+                    "decision_id": None,
+                    "tenant": scope.tenant,
+                    "principal": scope.principal,
+                    "session_id": session_id,
+                    "turn_index": turn_index,
+                    "origin": origin,
+                    "gap_index": None,
+                    "category": None,
+                    "query": query,
+                    "context": context,
+                    "result_ids": json.dumps(list(result_ids)),
+                    "status": DecisionStatus.OK.value,
+                    "elapsed_ms": elapsed_ms,
+                    "created_at": iso(w.now),
+                },
+            )
+        return search_id
+
+    def search_rows_for_turn(
+        self, scope: Principal, session_id: str, turn_index: int
+    ) -> list[dict[str, Any]]:
+        """Every ``search_log`` row of one turn (host-issued and model-issued), in write order."""
+        rows = self.store.query(
+            "SELECT * FROM search_log WHERE tenant = ? AND principal = ? AND session_id = ? "
+            "AND turn_index = ? ORDER BY rowid",
+            [scope.tenant, scope.principal, session_id, turn_index],
+        )
+        return [{**row, "result_ids": json.loads(row["result_ids"])} for row in rows]
 
     def add_label(self, label: OfflineLabel) -> bool:
         """Store one offline label; returns False when its key is already stored.
@@ -407,9 +482,16 @@ _JSON_COLUMNS = (
 )
 
 
+def _digest(hex_digest: str | None) -> bytes | None:
+    return None if hex_digest is None else bytes.fromhex(hex_digest)
+
+
 def _decode(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row with JSON decoded and ``verdicts`` as record id -> reason code."""
+    """A row with JSON decoded, digests as hex and ``verdicts`` as record id -> reason."""
     out = dict(row)
+    for column in ("config_sha256", "draft_sha256", "response_sha256"):
+        if isinstance(out[column], bytes):
+            out[column] = out[column].hex()
     for column in _JSON_COLUMNS:
         out[column] = json.loads(out[column])
     out["verdicts"] = {

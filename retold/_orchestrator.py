@@ -9,9 +9,12 @@ row, written after the last model call has returned.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import inspect
 import math
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +24,8 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -164,6 +169,8 @@ class TurnMemoryDecision(BaseModel):
         failure: the failure or budget withholding that ended the conditional path.
         budget_permits_regeneration: whether the budget allowed the regeneration (None when
             nothing was admitted); shadow mode records it without regenerating.
+        budget_reserve_ms: the part of a positive budget held back for the turn-decision
+            write (a running estimate of its latency); the path gets the rest.
         regeneration_estimate_ms: this turn's draft latency, the regeneration estimate.
         stage_timeouts_ms: the effective (clamped) timeout of each stage that ran.
     """
@@ -190,6 +197,7 @@ class TurnMemoryDecision(BaseModel):
     requested_budget_ms: int | None
     effective_budget_ms: int | None
     budget_permits_regeneration: bool | None
+    budget_reserve_ms: float | None
     regeneration_estimate_ms: float | None
     timings: StageTimings
     stage_timeouts_ms: dict[str, float | None]
@@ -221,16 +229,16 @@ class TurnMemoryDecision(BaseModel):
 
 # -- helpers ----------------------------------------------------------------------------
 
-_KIND_TO_CATEGORY: Mapping[RecordKind, GapCategory] = {
-    RecordKind.PREFERENCE: GapCategory.PREFERENCE,
-    RecordKind.DECISION: GapCategory.PRIOR_DECISION,
-    RecordKind.SUMMARY: GapCategory.PRIOR_DECISION,
-    RecordKind.FACT: GapCategory.CONSTRAINT,
-    RecordKind.RELATIONSHIP: GapCategory.RELATIONSHIP_OR_EVENT,
-    RecordKind.EVENT: GapCategory.RELATIONSHIP_OR_EVENT,
-    RecordKind.MESSAGE: GapCategory.RELATIONSHIP_OR_EVENT,
-    RecordKind.TASK: GapCategory.TASK_STATE,
-    RecordKind.PROCEDURE: GapCategory.TASK_STATE,
+_KIND_TO_CATEGORY: Mapping[str, GapCategory] = {
+    RecordKind.PREFERENCE.value: GapCategory.PREFERENCE,
+    RecordKind.DECISION.value: GapCategory.PRIOR_DECISION,
+    RecordKind.SUMMARY.value: GapCategory.PRIOR_DECISION,
+    RecordKind.FACT.value: GapCategory.CONSTRAINT,
+    RecordKind.RELATIONSHIP.value: GapCategory.RELATIONSHIP_OR_EVENT,
+    RecordKind.EVENT.value: GapCategory.RELATIONSHIP_OR_EVENT,
+    RecordKind.MESSAGE.value: GapCategory.RELATIONSHIP_OR_EVENT,
+    RecordKind.TASK.value: GapCategory.TASK_STATE,
+    RecordKind.PROCEDURE.value: GapCategory.TASK_STATE,
 }
 
 
@@ -248,7 +256,7 @@ def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
         "AND (expires_at IS NULL OR expires_at > ?)",
         [scope.tenant, scope.principal, iso(store.clock())],
     )
-    found = {_KIND_TO_CATEGORY.get(RecordKind(row["kind"])) for row in rows}
+    found = {_KIND_TO_CATEGORY.get(str(row["kind"])) for row in rows}
     return [c.value for c in GapCategory if c in found]
 
 
@@ -275,15 +283,43 @@ def render_memory(records: Sequence[Record]) -> str:
 
 def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+        getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
     )
 
 
+async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
+    """Run blocking ``fn`` on a fresh daemon thread; cancelling the caller abandons it.
+
+    Not anyio's worker pool: its threads are not daemons on asyncio, so a policy call
+    that never returns would keep the host process from exiting (§5 wants daemon threads).
+    """
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    box: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            box.append((True, context.run(fn)))
+        except BaseException as exc:
+            box.append((False, exc))
+        # The turn may have moved on (or its event loop ended) long ago.
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=target, name="retold-policy-call", daemon=True).start()
+    await done.wait()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
 async def _invoke(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a sync or async callable; sync ones run in a thread abandoned on cancellation."""
+    """Call a sync or async callable; sync ones run on daemon threads abandoned on cancel."""
     if _is_async(fn):
         return await fn(*args, **kwargs)
-    result = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
+    result = await _in_daemon_thread(partial(fn, *args, **kwargs))
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -349,6 +385,7 @@ class _Turn:
     budget_ms: int | None
     requested_budget_ms: int | None
     clock: MonotonicClock
+    reserve_ms: float = 0.0
     start: float = 0.0
     draft: str | None = None
     draft_start: float | None = None
@@ -381,9 +418,10 @@ class _Turn:
         """Budget left, measured from the draft's completion (None: no budget)."""
         if self.budget_ms is None:
             return None
+        usable = self.budget_ms - self.reserve_ms
         if self.draft_done is None:
-            return float(self.budget_ms)
-        return self.budget_ms - (self.clock() - self.draft_done) * 1000
+            return usable
+        return usable - (self.clock() - self.draft_done) * 1000
 
     def draft_latency_ms(self) -> float | None:
         if self.draft_start is None or self.draft_done is None:
@@ -396,6 +434,20 @@ class _Turn:
 
 class UtilityAwareOrchestrator:
     """Runs the utility-aware path for host-issued memory, one turn at a time.
+
+    Fail closed: a timeout, exception, malformed decision, unknown id or unavailable
+    provider in gap planning, retrieval, admission or regeneration returns the draft with
+    conditional memory withheld (the ambient profile stays) and records the stage and
+    reason. A stage past its timeout is abandoned: async calls are cancelled, blocking
+    ones are left running on their daemon thread.
+
+    Latency budget (§3.3), per turn: ``TurnOptions.latency_budget_ms`` or else the
+    configured default; None bounds only the per-stage timeouts; 0 skips gap planning,
+    retrieval and admission; a positive budget is a deadline from the draft's completion
+    that also clamps every later stage, less a running estimate of the decision write.
+    Regeneration runs only if the budget left is at least this turn's draft latency
+    (otherwise ``admitted_not_applied``). Shadow mode runs the same path, never calls
+    ``generate_final`` and records the disposition the live path would have had.
 
     Args:
         store: the store the audit log lives in (and the candidates are checked against).
@@ -522,6 +574,10 @@ class UtilityAwareOrchestrator:
             requested_budget_ms=options.latency_budget_ms,
             clock=self._clock,
         )
+        if budget:
+            # The turn-decision write comes after the path and counts against the budget
+            # too, so the path gets the budget minus a running estimate of that write.
+            t.reserve_ms = round(min(float(budget), self.audit.write_reserve_ms()), 3)
         run_conditional = self.gap_policy is not None and budget != 0
         if self.gap_policy is not None and budget == 0:
             t.fail(Stage.GAP, FailureReason.BUDGET_EXHAUSTED, "zero budget")
@@ -551,7 +607,8 @@ class UtilityAwareOrchestrator:
                 if budget is not None and budget > 0:
                     # §3.3: the budget is a deadline measured from the draft's completion.
                     budget_scope.deadline = min(
-                        budget_scope.deadline, anyio.current_time() + budget / 1000
+                        budget_scope.deadline,
+                        anyio.current_time() + (budget - t.reserve_ms) / 1000,
                     )
 
             tg.start_soon(draft_task)
@@ -632,7 +689,7 @@ class UtilityAwareOrchestrator:
             t.fail(t.stage, FailureReason.BUDGET_EXHAUSTED, "budget deadline passed")
         if t.budget_ms is not None and t.draft_done is not None and "gap" in t.timeouts:
             # Record the clamp: the planner's own timeout or what the budget left it.
-            clamp = (t.draft_done - gap_start) * 1000 + t.budget_ms
+            clamp = (t.draft_done - gap_start) * 1000 + t.budget_ms - t.reserve_ms
             t.timeouts["gap"] = round(min(float(self.config.gap_timeout_ms), clamp), 3)
 
     async def _run_gap(self, t: _Turn, inventory: list[str]) -> GapDecision:
@@ -870,6 +927,10 @@ class UtilityAwareOrchestrator:
         estimate = t.draft_latency_ms() or 0.0
         permits = remaining is None or remaining >= estimate
         if self.config.shadow:
+            if not permits:
+                t.fail(
+                    Stage.REGENERATION, FailureReason.BUDGET_EXHAUSTED, "budget below draft latency"
+                )
             return (
                 Disposition.REGENERATED if permits else Disposition.ADMITTED_NOT_APPLIED,
                 draft,
@@ -980,6 +1041,7 @@ class UtilityAwareOrchestrator:
             requested_budget_ms=t.requested_budget_ms,
             effective_budget_ms=t.budget_ms,
             budget_permits_regeneration=permits,
+            budget_reserve_ms=t.reserve_ms if t.budget_ms else None,
             regeneration_estimate_ms=_round(t.draft_latency_ms()),
             timings=StageTimings(
                 draft_ms=ms(Stage.DRAFT),
@@ -1002,8 +1064,10 @@ class UtilityAwareOrchestrator:
 
     async def _write(self, decision: TurnMemoryDecision) -> None:
         """Write the decision row; never abandoned, so cancellation cannot split it."""
+        start = self._clock()
         try:
             await anyio.to_thread.run_sync(self.audit.write_decision, decision)
+            self.audit.observe_write((self._clock() - start) * 1000)
         except Exception:
             log.error(
                 "turn_decision_write_failed",

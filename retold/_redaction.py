@@ -78,8 +78,13 @@ _DETECTORS: tuple[_Detector, ...] = (
 DETECTOR_FAMILIES: tuple[str, ...] = tuple(sorted({d.family for d in _DETECTORS}))
 
 
-def _normalise(text: str) -> tuple[str, list[int]]:
-    """Return the detection view of ``text`` and, per view character, its source index."""
+def _normalise(text: str) -> tuple[str, list[int] | None]:
+    """Return the detection view of ``text`` and, per view character, its source index.
+
+    ASCII text is its own view (index None: positions map one to one), the common case.
+    """
+    if text.isascii():
+        return text, None
     out: list[str] = []
     index: list[int] = []
     for i, ch in enumerate(text):
@@ -135,7 +140,9 @@ class Redactor:
         pieces: list[str] = []
         cursor = 0
         for start, end, family, secret in spans:
-            src_start, src_end = index[start], index[end - 1] + 1
+            src_start, src_end = (
+                (start, end) if index is None else (index[start], index[end - 1] + 1)
+            )
             if src_start < cursor:
                 continue
             pieces.append(text[cursor:src_start])

@@ -178,3 +178,27 @@ def test_percentile_interpolates() -> None:
     assert percentile([5.0], 95) == 5.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+
+
+async def test_model_issued_searches_are_logged_without_a_decision(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """write_search logs a retrieval outside a turn decision, next to the turn's gap searches."""
+    decision = await turn(orchestrator(store), alice, 0)
+    audit = AuditLog(store)
+    search_id = audit.write_search(
+        alice,
+        session_id="s1",
+        turn_index=0,
+        origin="model",
+        query=f"editor {SECRET}",
+        result_ids=[vim.id],
+        elapsed_ms=1.5,
+    )
+    rows = audit.search_rows_for_turn(alice, "s1", 0)
+    assert [(r["origin"], r["decision_id"]) for r in rows] == [
+        ("host", decision.decision_id),
+        ("model", None),
+    ]
+    assert rows[1]["id"] == search_id and SECRET not in rows[1]["query"]
+    assert audit.search_rows_for_turn(Principal(tenant="acme", principal="bob"), "s1", 0) == []

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
+from pydantic import ValidationError
 
 from retold import (
     AuditLog,
+    BundleMismatchError,
     Disposition,
     FailureReason,
     GapCategory,
@@ -611,11 +615,13 @@ async def test_regeneration_is_cut_at_the_remaining_budget(
     store: SQLiteStore, alice: Principal, vim: Record
 ) -> None:
     """A regeneration that outlasts the budget is abandoned; the draft is returned whole."""
-    h = Harness(store, alice, final=ScriptedGeneration(hang=True))
+    # The manual clock keeps the earlier stages from spending the budget on a slow machine.
+    h = Harness(store, alice, clock=ManualClock(), final=ScriptedGeneration(hang=True))
     with anyio.fail_after(10):
-        decision = await h.turn(budget=40)
+        decision = await h.turn(budget=250)
     assert decision.disposition is Disposition.ADMITTED_NOT_APPLIED
     assert decision.response == "the draft" and not decision.applied
+    assert decision.stage_timeouts_ms["regeneration"] == 250
     assert decision.failure is not None
     assert decision.failure.reason is FailureReason.BUDGET_EXHAUSTED
 
@@ -629,3 +635,70 @@ def test_turn_options_validate_the_budget() -> None:
     options = TurnOptions(latency_budget_ms=5)
     with pytest.raises(AttributeError):
         options.latency_budget_ms = 6  # type: ignore[misc]
+
+
+async def test_budget_holds_back_the_expected_audit_write(
+    store: SQLiteStore, alice: Principal, vim: Record
+) -> None:
+    """A positive budget is reduced by the running estimate of the decision write."""
+    clock = ManualClock()
+    h = Harness(
+        store,
+        alice,
+        clock=clock,
+        draft=ScriptedGeneration("the draft", clock=clock, cost_ms=300),
+        admission=ScriptedAdmissionPolicy("all", clock=clock, cost_ms=680),
+    )
+    h.orch.audit.observe_write(50)  # estimate: 50 + 4 * 25 = 150 ms
+    decision = await h.turn(budget=1000)  # 1000 - 150 - 680 = 170 ms left < 300 ms
+    assert decision.budget_reserve_ms == 150
+    assert decision.disposition is Disposition.ADMITTED_NOT_APPLIED
+    assert h.rows()[0]["budget_reserve_ms"] == 150
+
+
+# -- configuration and the bundle -------------------------------------------------------
+
+
+def test_config_is_frozen_validated_and_off_by_default() -> None:
+    """UtilityAwareConfig keeps every feature off by default and rejects bad values."""
+    config = UtilityAwareConfig()
+    assert not config.gap_enabled and config.admission_mode == "disabled"
+    assert (config.max_gaps, config.max_candidates, config.latency_budget_ms) == (3, 8, None)
+    with pytest.raises(ValidationError):
+        UtilityAwareConfig(max_gaps=4)
+    with pytest.raises(ValidationError):
+        UtilityAwareConfig(latency_budget_ms=-1)
+    with pytest.raises(ValidationError):
+        UtilityAwareConfig(admission_mode="vibes")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        UtilityAwareConfig(surprise=True)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError):
+        config.shadow = True  # type: ignore[misc]
+
+
+def test_bundle_retrieval_hash_is_enforced(store: SQLiteStore) -> None:
+    """A declared retrieval hash must match the given retrieval config (shadow may lack one)."""
+    retrieval = {"lexical": True, "k": 20}
+    good = hashlib.sha256(
+        json.dumps(retrieval, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    with pytest.raises(BundleMismatchError, match="no retrieval_config"):
+        UtilityAwareOrchestrator(
+            store, UtilityAwareConfig(bundle={"retrieval_config_sha256": good})
+        )
+    with pytest.raises(BundleMismatchError, match="hashes to"):
+        UtilityAwareOrchestrator(
+            store,
+            UtilityAwareConfig(bundle={"retrieval_config_sha256": "0" * 64}),
+            retrieval_config=retrieval,
+        )
+    shadow = UtilityAwareOrchestrator(
+        store, UtilityAwareConfig(shadow=True, bundle={"retrieval_config_sha256": good})
+    )
+    assert shadow.bundle.retrieval_verified is False
+    verified = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(bundle={"retrieval_config_sha256": good}),
+        retrieval_config=retrieval,
+    )
+    assert verified.bundle.retrieval_verified is True

@@ -43,7 +43,8 @@ from retold.testing import (
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_MS = 40
+TIMEOUT_MS = 60  # for the timeout and hang faults; the others get a generous timeout
+SLACK_MS = 10_000
 FAULTS = ["timeout", "exception", "malformed", "unknown_ids", "hang"]
 EXPECTED = {
     "timeout": FailureReason.TIMEOUT,
@@ -124,14 +125,15 @@ def build(
     else:
         output = "" if fault == "malformed" else Generation("text", ("r-unknown",))
         final = gen_cls(behaviour=fault_behaviour(fault, output=output, made=made))
-    config = UtilityAwareConfig(
-        gap_enabled=True,
-        admission_mode="custom",
-        gap_timeout_ms=TIMEOUT_MS,
-        retrieval_timeout_ms=TIMEOUT_MS,
-        admission_timeout_ms=TIMEOUT_MS,
-        regeneration_timeout_ms=TIMEOUT_MS,
-    )
+    # Only the stage under test has a short timeout, so a slow, loaded machine cannot turn
+    # another fault (or another stage) into a timeout.
+    timeouts = {
+        f"{name}_timeout_ms": TIMEOUT_MS
+        if name == stage and fault in ("timeout", "hang")
+        else SLACK_MS
+        for name in ("gap", "retrieval", "admission", "regeneration")
+    }
+    config = UtilityAwareConfig(gap_enabled=True, admission_mode="custom", **timeouts)
     orch = UtilityAwareOrchestrator(store, config, gap_policy=gap, admission_policy=admission)
     return orch, {"retriever": retriever, "generate_final": final, "admission": admission}
 
@@ -392,3 +394,24 @@ async def test_cancelling_the_caller_leaves_no_partial_rows(
         assert decisions == [] and searches == []
     assert lock_is_free(store, path)
     store.close()
+
+
+async def test_sync_policies_run_on_abandonable_daemon_threads(
+    store: SQLiteStore, alice: Principal, vim: Record, behaviours: list[Behaviour]
+) -> None:
+    """A blocking policy runs on a daemon thread, so one that never returns cannot pin the host."""
+    threads: list[threading.Thread] = []
+    hang = Behaviour(hang=True, on_call=lambda: threads.append(threading.current_thread()))
+    behaviours.append(hang)
+    orch = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom", admission_timeout_ms=50),
+        gap_policy=SyncScriptedGapPolicy([("preference", "vim editor")]),
+        admission_policy=SyncScriptedAdmissionPolicy("all", behaviour=hang),
+    )
+    with anyio.fail_after(10):
+        decision = await run_turn(
+            orch, alice, retriever=StoreRetriever(store), generate_final=ScriptedGeneration("x")
+        )
+    assert decision.failure is not None and decision.failure.reason is FailureReason.TIMEOUT
+    assert len(threads) == 1 and threads[0].daemon and threads[0].is_alive()

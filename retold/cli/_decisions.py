@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._audit import AuditLog, DecisionReport
+from .._audit import AuditLog, DecisionReport, build_report
 from ._common import add_db, add_json, emit, open_store
 
 
@@ -64,7 +64,10 @@ def render(report: DecisionReport) -> str:
 
 def _report(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=True) as store:
-        report = AuditLog(store).report(tenant=args.tenant)
+        if store.schema_version("audit") == 0:
+            report = build_report([], [])  # no turn was ever decided; create nothing
+        else:
+            report = AuditLog(store).report(tenant=args.tenant)
     if args.json:
         emit(report.model_dump(mode="json"))
     else:

@@ -327,7 +327,9 @@ def _as_candidates(items: Sequence[Record | Candidate], query: str) -> list[Cand
 class FakeRetriever:
     """A retriever returning scripted records: per query (a mapping) or for every query.
 
-    It does no filtering of its own, so it can script an out-of-scope candidate.
+    It does no filtering of its own, so it can script an out-of-scope candidate. The
+    orchestrator re-reads every candidate from its store in scope, so scripted records
+    must be stored there (``store.add``); others fail the turn closed (``unknown_ids``).
     """
 
     def __init__(
