@@ -102,18 +102,53 @@ _PERSONAL_NOUNS = frozenset(
 )
 # Words in the turn that point at a category of stored information.
 _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
-    (GapCategory.CONSTRAINT, re.compile(r"\b(allerg\w*|diet|vegan|vegetarian|budget|afford|cheap|price|cost|recipe|dinner|lunch|breakfast|meal|eat|food|restaurant|snack)\b", re.I)),
-    (GapCategory.PRIOR_DECISION, re.compile(r"\b(decid\w*|chose|choose|picked|settled|go with|went with|plan(?:ned)?|agreed)\b", re.I)),
-    (GapCategory.TASK_STATE, re.compile(r"\b(progress|status|where was i|next step|todo|to-do|finish\w*|working on|deadline|due)\b", re.I)),
-    (GapCategory.PREFERENCE, re.compile(r"\b(prefer\w*|favou?rite|like|love|enjoy|hate|usual|style)\b", re.I)),
+    (
+        GapCategory.CONSTRAINT,
+        re.compile(
+            r"\b(allerg\w*|diet|vegan|vegetarian|budget|afford|cheap|price|cost|recipe|dinner|lunch|breakfast|meal|eat|food|restaurant|snack)\b",
+            re.I,
+        ),
+    ),
+    (
+        GapCategory.PRIOR_DECISION,
+        re.compile(
+            r"\b(decid\w*|chose|choose|picked|settled|go with|went with|plan(?:ned)?|agreed)\b",
+            re.I,
+        ),
+    ),
+    (
+        GapCategory.TASK_STATE,
+        re.compile(
+            r"\b(progress|status|where was i|next step|todo|to-do|finish\w*|working on|deadline|due)\b",
+            re.I,
+        ),
+    ),
+    (
+        GapCategory.PREFERENCE,
+        re.compile(r"\b(prefer\w*|favou?rite|like|love|enjoy|hate|usual|style)\b", re.I),
+    ),
 )
 # Expansions from a request type to the kind of stored facts that would change the answer.
 _EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(recipe|dinner|lunch|breakfast|meal|cook\w*|eat|food|snack|restaurant|bake|baking)\b", re.I),
-     "vegan vegetarian allergic allergy diet eat food cook"),
-    (re.compile(r"\b(trip|vacation|holiday|travel\w*|flight|weekend)\b", re.I), "trip travel flight vacation budget"),
-    (re.compile(r"\b(gift|present|birthday|anniversary)\b", re.I), "gift birthday like love favorite"),
-    (re.compile(r"\b(workout|exercise|gym|run|running|training)\b", re.I), "injury knee back workout gym run"),
+    (
+        re.compile(
+            r"\b(recipe|dinner|lunch|breakfast|meal|cook\w*|eat|food|snack|restaurant|bake|baking)\b",
+            re.I,
+        ),
+        "vegan vegetarian allergic allergy diet eat food cook",
+    ),
+    (
+        re.compile(r"\b(trip|vacation|holiday|travel\w*|flight|weekend)\b", re.I),
+        "trip travel flight vacation budget",
+    ),
+    (
+        re.compile(r"\b(gift|present|birthday|anniversary)\b", re.I),
+        "gift birthday like love favorite",
+    ),
+    (
+        re.compile(r"\b(workout|exercise|gym|run|running|training)\b", re.I),
+        "injury knee back workout gym run",
+    ),
     (re.compile(r"\b(budget|afford|price|cost|spend)\b", re.I), "budget afford spend"),
 )
 
@@ -140,8 +175,10 @@ class LexicalGapPlanner:
         terms = content_terms(turn)
         personal = bool(re.search(r"\b(my|our|i|i'm|i've|we|me)\b", turn, re.I))
         recall = bool(_RECALL_CUES.search(turn)) and personal
-        personal_noun = personal and any(t in _PERSONAL_NOUNS for t in terms) and bool(
-            re.search(r"\b(my|our)\s+(?:\w+\s+)?(\w+)", turn, re.I)
+        personal_noun = (
+            personal
+            and any(t in _PERSONAL_NOUNS for t in terms)
+            and bool(re.search(r"\b(my|our)\s+(?:\w+\s+)?(\w+)", turn, re.I))
         )
         personalise = bool(_PERSONALISE_CUES.search(turn))
         if not (recall or personal_noun or personalise):
