@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._errors import BundleMismatchError
 
-__all__ = ["BundleCheck", "UtilityAwareConfig", "check_bundle"]
+__all__ = ["BundleCheck", "UtilityAwareConfig", "bundle_sha256", "canonical_json", "check_bundle"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,8 +70,10 @@ class UtilityAwareConfig(BaseModel):
 
     bundle: Mapping[str, Any] | None = None
     """The declared bundle (planner, judge, classifier, taxonomy, inventory builder,
-    retrieval hash). Manifest hashing and fitness enforcement arrive with the bundle work;
-    today only ``retrieval_config_sha256`` is checked (see :func:`check_bundle`)."""
+    retrieval hash), e.g. ``retold.policy.reference.get_bundle("reference").manifest``.
+    :func:`check_bundle` verifies ``retrieval_config_sha256`` against the host's retrieval
+    configuration and, when ``components`` are declared, that ``bundle_sha256`` recomputes
+    from them."""
 
     @model_validator(mode="after")
     def _bundle_is_json(self) -> UtilityAwareConfig:
@@ -95,15 +97,52 @@ class UtilityAwareConfig(BaseModel):
 
 
 class BundleCheck(BaseModel):
-    """What :func:`check_bundle` established about the declared bundle."""
+    """What :func:`check_bundle` established about the declared bundle.
+
+    Attributes:
+        retrieval_verified: the declared retrieval hash was derived from the host's
+            retrieval configuration (recorded on every turn as ``bundle_retrieval_verified``).
+        retrieval_config_sha256: that derived hash.
+        bundle_sha256: the manifest hash, recomputed from the declared components (None when
+            the bundle declares no components).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     retrieval_verified: bool = False
     retrieval_config_sha256: str | None = None
+    bundle_sha256: str | None = None
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON every bundle hash is taken over: sorted keys, no whitespace, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def bundle_sha256(
+    components: Mapping[str, Mapping[str, Any]], retrieval_config_sha256: str | None
+) -> str:
+    """The manifest's ``bundle_sha256``: SHA-256 of the canonical JSON of
+    ``{"components": components, "retrieval_config_sha256": retrieval_config_sha256}``.
+
+    Each component is ``{"id", "version", "sha256"}``; the bundle's name is not hashed, so
+    renaming a bundle does not change what it claims was measured.
+    """
+    body = {
+        "components": {name: dict(entry) for name, entry in components.items()},
+        "retrieval_config_sha256": retrieval_config_sha256,
+    }
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
 def _config_sha256(retrieval_config: Any) -> str:
+    own = getattr(retrieval_config, "sha256", None)
+    if callable(own) and not isinstance(retrieval_config, Mapping):
+        # RetrievalConfig hashes its own canonical JSON (schema tag included); the manifest
+        # records that value, so it must be the one derived here.
+        value = own()
+        if isinstance(value, str):
+            return value
     if isinstance(retrieval_config, BaseModel):
         data: Any = retrieval_config.model_dump(mode="json")
     else:
@@ -112,23 +151,67 @@ def _config_sha256(retrieval_config: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _check_components(bundle: Mapping[str, Any]) -> str:
+    """Recompute ``bundle_sha256`` from the declared components; raise on any disagreement."""
+    components = bundle["components"]
+    if not isinstance(components, Mapping) or not components:
+        raise BundleMismatchError(
+            "the bundle's components must be a non-empty mapping of component name to "
+            '{"id", "version", "sha256"}; use a manifest from retold.policy.reference'
+        )
+    for name, entry in components.items():
+        if not (
+            isinstance(entry, Mapping)
+            and all(isinstance(entry.get(key), str) and entry.get(key) for key in _ENTRY_KEYS)
+        ):
+            raise BundleMismatchError(
+                f"bundle component {name!r} must carry string id, version and sha256; "
+                "use a manifest from retold.policy.reference"
+            )
+    declared_retrieval = bundle.get("retrieval_config_sha256")
+    entry = components.get("retrieval_config")
+    if isinstance(entry, Mapping) and entry.get("sha256") != declared_retrieval:
+        raise BundleMismatchError(
+            "the bundle's retrieval_config component names another hash than its "
+            "retrieval_config_sha256; the manifest was edited by hand"
+        )
+    declared = bundle.get("bundle_sha256")
+    actual = bundle_sha256(components, declared_retrieval)
+    if declared != actual:
+        raise BundleMismatchError(
+            f"the bundle declares bundle_sha256={declared!r} but its components hash to "
+            f"{actual!r}; the manifest was altered after it was recorded. Use the manifest "
+            "retold.policy.reference produces (e.g. supported_bundle())"
+        )
+    return actual
+
+
+_ENTRY_KEYS = ("id", "version", "sha256")
+
+
 def check_bundle(config: UtilityAwareConfig, *, retrieval_config: Any = None) -> BundleCheck:
     """Check the declared bundle against what this host runs (§5, last paragraphs).
 
-    A bundle that declares ``retrieval_config_sha256`` must be given the retrieval
-    configuration it claims; in shadow mode a missing one only warns.
+    When the bundle declares ``components``, ``bundle_sha256`` must recompute from them and
+    the declared retrieval hash (and the ``retrieval_config`` component must name that same
+    hash), so a manifest edited by hand cannot serve. A bundle that declares
+    ``retrieval_config_sha256`` must be given the retrieval configuration it claims; in
+    shadow mode a missing one only warns.
 
     Raises:
-        BundleMismatchError: the declared hash differs from the given configuration's, or a
-            hash is declared with no configuration outside shadow mode.
+        BundleMismatchError: the manifest does not recompute, the declared retrieval hash
+            differs from the given configuration's, or a hash is declared with no
+            configuration outside shadow mode.
     """
-    declared = (config.bundle or {}).get("retrieval_config_sha256")
+    bundle = config.bundle or {}
+    manifest_hash = _check_components(bundle) if "components" in bundle else None
+    declared = bundle.get("retrieval_config_sha256")
     if declared is None:
-        return BundleCheck()
+        return BundleCheck(bundle_sha256=manifest_hash)
     if retrieval_config is None:
         if config.shadow:
             log.warning("bundle_retrieval_unverified", declared=declared)
-            return BundleCheck()
+            return BundleCheck(bundle_sha256=manifest_hash)
         raise BundleMismatchError(
             "the bundle declares retrieval_config_sha256 but no retrieval_config was given; "
             "pass the retrieval configuration the host uses, or drop the field from the bundle"
@@ -139,4 +222,6 @@ def check_bundle(config: UtilityAwareConfig, *, retrieval_config: Any = None) ->
             f"the bundle declares retrieval_config_sha256={declared!r} but the host's "
             f"retrieval configuration hashes to {actual!r}"
         )
-    return BundleCheck(retrieval_verified=True, retrieval_config_sha256=actual)
+    return BundleCheck(
+        retrieval_verified=True, retrieval_config_sha256=actual, bundle_sha256=manifest_hash
+    )
