@@ -31,16 +31,24 @@ from ._base import (
     parse_retry_after,
 )
 from .anthropic import AnthropicChatAdapter
+from .chat import MEMORY_SEARCH_TOOL, CallbackModel, ChatReply, MemoryChat, MemorySearchArgs
+from .local import OfflineResponder
 from .openai import OpenAIChatAdapter
 from .openai_embeddings import OpenAIEmbedder
 
 __all__ = [
+    "MEMORY_SEARCH_TOOL",
     "PROVIDERS",
     "AnthropicChatAdapter",
+    "CallbackModel",
     "ChatAdapter",
     "ChatMessage",
+    "ChatReply",
     "Completion",
     "MalformedResponseError",
+    "MemoryChat",
+    "MemorySearchArgs",
+    "OfflineResponder",
     "OpenAIChatAdapter",
     "OpenAIEmbedder",
     "RetryPolicy",

@@ -46,6 +46,7 @@ from retold._packing import PackingConfig, pack
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._profile import ProfileAssembler
 from retold._records import Principal, ProfileBlock, Role, TranscriptTurn
+from retold._retrieval import HybridRetriever
 from retold._store import SQLiteStore
 from retold._tokens import TokenCounter, token_counter
 from retold._typing import Retriever
@@ -225,7 +226,11 @@ class MemoryChat:
                 "search_budget_tokens must be > 0; max_tool_rounds and history_turns >= 0"
             )
         self.store = store
-        self.model: Any = model if hasattr(model, "complete") else CallbackModel(model)
+        self.model: Any = (
+            model
+            if hasattr(model, "complete")
+            else CallbackModel(model, name=getattr(model, "name", "callback"))
+        )
         self.memory_mode: MemoryMode = memory_mode
         self.trigger_mode: TriggerMode = trigger_mode
         self.retriever = retriever
@@ -255,6 +260,49 @@ class MemoryChat:
             memory_mode != "off"
             and trigger_mode in ("tool_only", "hybrid")
             and getattr(self.model, "supports_tools", True)
+        )
+
+    @classmethod
+    def from_bundle(
+        cls,
+        *,
+        store: SQLiteStore,
+        bundle: Any = "offline-reference",
+        model: Any = None,
+        responder: Callable[[Sequence[ChatMessage]], Any] | None = None,
+        config: UtilityAwareConfig | None = None,
+        **kwargs: Any,
+    ) -> MemoryChat:
+        """A utility-aware chat running a policy bundle from :mod:`retold.policy.reference`.
+
+        Args:
+            store: the memory store.
+            bundle: a bundle name (``reference`` or ``offline-reference``) or object.
+            model: the chat model; the model-backed bundle's policies use it too.
+            responder: the serving callback when there is no ``model`` (offline bundle).
+            config: the bundle's configuration with your overrides, e.g.
+                ``bundle.config(shadow=True)``; default ``bundle.config()``.
+            kwargs: any other :class:`MemoryChat` argument.
+        """
+        from retold.policy.reference import get_bundle
+
+        b = get_bundle(bundle) if isinstance(bundle, str) else bundle
+        serving = model if model is not None else responder
+        if serving is None:
+            raise UsageError("from_bundle needs a model or, for the offline bundle, a responder")
+        return cls(
+            store=store,
+            model=serving,
+            config=config or b.config(),
+            gap_policy=b.gap_policy(model),
+            admission_policy=b.admission_policy(model),
+            retriever=kwargs.pop("retriever", None)
+            or HybridRetriever(store, config=b.retrieval_config),
+            extractor=b.extractor(model),
+            activation=kwargs.pop("activation", None)
+            or ActivationPolicy(store, b.activation_classifier(model)),
+            retrieval_config=b.retrieval_config,
+            **kwargs,
         )
 
     # -- the turn ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 
 from retold._policies import (
     AdmissionDecision,
@@ -73,10 +74,11 @@ def content_terms(text: str) -> list[str]:
 # Cues that the user is asking about something they told us before.
 _RECALL_CUES = re.compile(
     r"\b(again|remind me|remember|recall|i told you|i mentioned|as i said|last time|we discussed|"
-    r"we talked|you know my|did i|have i|when did i|where did i|what did i|how long ago|how long have i|"
+    r"we talked|you know my|did i|have i|when did i|where did i|what did i|how long ago|"
+    r"how long has it been|how long have i|how many (?:days|weeks|months) until|"
     r"what was (?:my|the name)|what's my|what is my|who is my|who's my|where do i|where does my|"
     r"when is my|when's my|how old is my|how many .{1,30} do i|which .{1,30} did i|my usual|"
-    r"still|anymore|these days|currently|my current)\b",
+    r"still|anymore|these days|currently|my current|my new|my old|am i due)\b",
     re.I,
 )
 # Requests whose best answer depends on the user's own constraints and circumstances.
@@ -85,6 +87,14 @@ _PERSONALISE_CUES = re.compile(
     r"help me (?:plan|pick|choose|decide)|pick (?:a|one|something)|recipe|dinner|lunch|breakfast|meal|"
     r"restaurant|gift|present|trip|vacation|holiday|weekend|workout|book (?:a|me)|for me|for us|"
     r"my (?:next|upcoming)|tonight|tomorrow|this weekend)\b",
+    re.I,
+)
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|ours|us)\b", re.I)
+# A named person's or thing's possessive after the first word ("When is Carla's birthday?").
+_NAMED_POSSESSIVE = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+'s\b")
+# Turns about the assistant itself or pure small talk never need the user's memory.
+_SMALL_TALK = re.compile(
+    r"^\s*(thanks|thank you|good (?:morning|night|evening)|hi|hello|hey|ok that's all|bye)\b",
     re.I,
 )
 _PERSONAL_NOUNS = frozenset(
@@ -105,7 +115,8 @@ _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
     (
         GapCategory.CONSTRAINT,
         re.compile(
-            r"\b(allerg\w*|diet|vegan|vegetarian|budget|afford|cheap|price|cost|recipe|dinner|lunch|breakfast|meal|eat|food|restaurant|snack)\b",
+            r"\b(allerg\w*|diet|vegan|vegetarian|budget|afford|cheap|price|cost|recipe|dinner|lunch|"
+            r"breakfast|meal|eat|food|restaurant|snack)\b",
             re.I,
         ),
     ),
@@ -119,7 +130,8 @@ _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
     (
         GapCategory.TASK_STATE,
         re.compile(
-            r"\b(progress|status|where was i|next step|todo|to-do|finish\w*|working on|deadline|due)\b",
+            r"\b(progress|status|where was i|next step|todo|to-do|finish\w*|working on|deadline|due|"
+            r"left to|still need)\b",
             re.I,
         ),
     ),
@@ -127,6 +139,38 @@ _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
         GapCategory.PREFERENCE,
         re.compile(r"\b(prefer\w*|favou?rite|like|love|enjoy|hate|usual|style)\b", re.I),
     ),
+)
+# Semantic fields: a turn that names one member of a field may be answered by a stored
+# statement that names another ("my dentist" / "the cleaning found two cavities"). These are
+# general-purpose everyday domains, not tuned to any scenario.
+_FIELD_GROUPS: tuple[str, ...] = (
+    "dentist dental teeth tooth cavity cavities filling cleaning orthodontist",
+    "doctor gp physician physio physiotherapist clinic hospital appointment prescription "
+    "medication blood pressure diagnosed",
+    "vet pet dog cat puppy kitten adopted",
+    "car vehicle drive driving mileage oil mechanic garage tyre tire clutch",
+    "address live living moved move flat apartment house rent landlord street neighbourhood",
+    "job work working company office employer role position hired interview salary boss",
+    "trip flight fly flying travel hotel booked airport vacation holiday itinerary",
+    "recipe dinner lunch breakfast meal cook cooking eat food snack vegan vegetarian "
+    "allergic allergy diet gluten dairy",
+    "budget spend spending afford price cost money saving",
+    "wife husband partner son daughter kid kids baby born pregnant expecting due",
+    "birthday born anniversary",
+    "school class course exam study studying university college lesson lessons tutor teacher",
+    "run running workout gym exercise training injury knee back marathon physio",
+    "laptop computer phone router wifi internet install installed",
+    "code coding script program programming language python rust javascript bug error",
+    "wedding venue guests ceremony reception",
+    "trial subscription membership renewal insurance policy plan cancel cancelled",
+    "plant plants garden repot repotted soil",
+    "size fit shoes boots order ordered",
+    "smoking quit drinking sober",
+    "move moving packing boxes",
+    "password account login manager",
+)
+_FIELDS: tuple[frozenset[str], ...] = tuple(
+    frozenset(stem(w) for w in group.split()) for group in _FIELD_GROUPS
 )
 # Expansions from a request type to the kind of stored facts that would change the answer.
 _EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -153,15 +197,66 @@ _EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_FIELD_WORDS: tuple[tuple[str, ...], ...] = tuple(tuple(g.split()) for g in _FIELD_GROUPS)
+
+
+def _raw_terms(text: str) -> list[str]:
+    """Content words of ``text`` as written (the store's full-text index stems them)."""
+    out: list[str] = []
+    for raw in _WORD.findall(text.lower()):
+        w = raw.strip("'-")
+        if w.endswith("'s"):
+            w = w[:-2]
+        if w in _STOPWORDS or len(w) < 2 or w in out:
+            continue
+        out.append(w)
+    return out
+
+
+def _field_words(terms: Sequence[str]) -> list[str]:
+    """Every word (as written) of the semantic fields a term of the turn belongs to."""
+    out: list[str] = []
+    for group, words in zip(_FIELDS, _FIELD_WORDS, strict=True):
+        if any(t in group for t in terms):
+            out.extend(words)
+    return out
+
+
+def _expansion_words(turn: str) -> list[str]:
+    return [w for pattern, extra in _EXPANSIONS if pattern.search(turn) for w in extra.split()]
+
+
+def _field_terms(terms: Sequence[str]) -> list[str]:
+    """Stems of every semantic field a term of the turn belongs to."""
+    out: list[str] = []
+    for group in _FIELDS:
+        if any(t in group for t in terms):
+            out.extend(sorted(group))
+    return out
+
+
+def _expansion_terms(turn: str) -> list[str]:
+    return [
+        stem(w) for pattern, extra in _EXPANSIONS if pattern.search(turn) for w in extra.split()
+    ]
+
+
+def _personal(turn: str) -> bool:
+    return bool(_FIRST_PERSON.search(turn) or _NAMED_POSSESSIVE.search(turn))
+
+
 class LexicalGapPlanner:
     """Deterministic lexical gap planner (offline reference policy, no model).
 
-    Plans at most one gap per category cue, up to three, only when the turn asks about the
-    user's own past, people or things, or asks for a recommendation that depends on their
-    constraints, and only when the store holds anything for the principal (``inventory``).
+    Plans one gap when the turn is about the user (first person, or a named person's
+    possessive) or asks for a recommendation that depends on their constraints, and only
+    when the store holds anything for the principal (``inventory``). Its query is the
+    turn's content words plus the everyday semantic fields they belong to, so a stored
+    statement that names the same thing in other words can still be found; the judge,
+    not the planner, decides what is used.
     """
 
-    policy_id = "lexical-gap-planner-offline@1"
+    policy_id = "lexical-gap-planner-offline@2"
 
     def plan(
         self,
@@ -170,21 +265,17 @@ class LexicalGapPlanner:
         ambient_profile: ProfileBlock,
         inventory: Sequence[str],
     ) -> GapDecision:
-        if not inventory:
+        if not inventory or _SMALL_TALK.search(turn):
             return GapDecision(policy=self.policy_id)
         terms = content_terms(turn)
-        personal = bool(re.search(r"\b(my|our|i|i'm|i've|we|me)\b", turn, re.I))
-        recall = bool(_RECALL_CUES.search(turn)) and personal
-        personal_noun = (
-            personal
-            and any(t in _PERSONAL_NOUNS for t in terms)
-            and bool(re.search(r"\b(my|our)\s+(?:\w+\s+)?(\w+)", turn, re.I))
-        )
+        personal = _personal(turn)
+        recall = bool(_RECALL_CUES.search(turn))
         personalise = bool(_PERSONALISE_CUES.search(turn))
-        if not (recall or personal_noun or personalise):
+        if not (personal or recall or personalise):
             return GapDecision(policy=self.policy_id)
-        expansions = [extra for pattern, extra in _EXPANSIONS if pattern.search(turn)]
-        query = " ".join(dict.fromkeys([*terms, *" ".join(expansions).split()]))
+        query = " ".join(
+            dict.fromkeys([*_raw_terms(turn), *_expansion_words(turn), *_field_words(terms)])
+        )
         if not query.strip():
             return GapDecision(policy=self.policy_id)
         categories = [cat for cat, pattern in _CATEGORY_CUES if pattern.search(turn)]
@@ -197,15 +288,18 @@ class LexicalGapPlanner:
 class LexicalAdmissionJudge:
     """Deterministic lexical admission judge (offline reference policy, no model).
 
-    A candidate is ``helpful`` when it shares at least ``min_shared`` specific terms with the
-    turn (or with the turn's constraint expansions) and most of its terms are not already in
-    the draft, the public context or the profile; ``redundant`` when they are; ``stale_or_
-    conflicting`` when it carries unresolved conflict links; ``potentially_harmful`` when
-    it is hypothetical or redacted; ``insufficient`` otherwise. At most ``max_admitted``
-    records are admitted, best overlap first; an inconclusive set is EMPTY.
+    A candidate is ``helpful`` when it shares at least ``min_shared`` terms with the turn,
+    its request-type expansions or the everyday semantic fields of its words, and adds
+    something the draft, the public context and the profile do not already say;
+    ``redundant`` when it adds nothing; ``stale_or_conflicting`` when it carries unresolved
+    conflict links or when a newer candidate from a later session speaks about the same
+    turn terms (the newer statement is taken as the update); ``potentially_harmful`` when it
+    is hypothetical or redacted; ``insufficient`` otherwise. Other statements from the
+    session of an admitted record (the same conversation) are ``jointly_helpful``. At most ``max_admitted`` records are admitted,
+    best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@1"
+    policy_id = "lexical-admission-judge-offline@2"
 
     def __init__(self, *, min_shared: int = 1, max_admitted: int = 3) -> None:
         self.min_shared = min_shared
@@ -219,13 +313,11 @@ class LexicalAdmissionJudge:
         draft: str,
         candidates: Sequence[Record],
     ) -> AdmissionDecision:
-        wanted = set(content_terms(turn))
-        for pattern, extra in _EXPANSIONS:
-            if pattern.search(turn):
-                wanted.update(stem(w) for w in extra.split())
+        own = set(content_terms(turn))
+        wanted = own | set(_expansion_terms(turn)) | set(_field_terms(sorted(own)))
         known = set(content_terms(" ".join([draft, public_context or "", ambient_profile.text])))
-        scored: list[tuple[int, str]] = []
         reasons: dict[str, ReasonCode] = {}
+        shared_of: dict[str, set[str]] = {}
         for record in candidates:
             terms = set(content_terms(record.text))
             shared = terms & wanted
@@ -240,10 +332,48 @@ class LexicalAdmissionJudge:
                 reasons[record.id] = ReasonCode.REDUNDANT
             else:
                 reasons[record.id] = ReasonCode.HELPFUL
-                scored.append((len(shared), record.id))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        admitted = [rid for _, rid in scored[: self.max_admitted]]
-        for _, rid in scored[self.max_admitted :]:
+                shared_of[record.id] = shared
+        by_id = {r.id: r for r in candidates}
+        # A later session's statement about the same turn terms updates an earlier one.
+        for rid, shared in shared_of.items():
+            older = by_id[rid]
+            for oid, other_shared in shared_of.items():
+                newer = by_id[oid]
+                if (
+                    oid != rid
+                    and newer.session_id != older.session_id
+                    and _when(newer) > _when(older)
+                    and shared & other_shared
+                ):
+                    reasons[rid] = ReasonCode.STALE_OR_CONFLICTING
+                    break
+        scored = sorted(
+            (
+                (len(shared & own), len(shared), rid)
+                for rid, shared in shared_of.items()
+                if reasons[rid] is ReasonCode.HELPFUL
+            ),
+            key=lambda item: (-item[0], -item[1], item[2]),
+        )
+        admitted = [rid for *_, rid in scored[: self.max_admitted]]
+        for *_, rid in scored[self.max_admitted :]:
             reasons[rid] = ReasonCode.INSUFFICIENT
+        # Statements of the same conversation as an admitted record complete it.
+        sessions = {by_id[rid].session_id for rid in admitted}
+        for record in candidates:
+            if (
+                record.id not in admitted
+                and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
+                and record.session_id in sessions
+                and len(admitted) < self.max_admitted + 2
+                and not record.conflicts_with
+                and record.epistemic is not EpistemicState.HYPOTHETICAL
+            ):
+                reasons[record.id] = ReasonCode.JOINTLY_HELPFUL
+                admitted.append(record.id)
         verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
         return AdmissionDecision(admitted=tuple(admitted), verdicts=verdicts, policy=self.policy_id)
+
+
+def _when(record: Record) -> datetime:
+    return record.event_time or record.created_at

@@ -371,6 +371,11 @@ def _sentences(text: str) -> list[str]:
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|us)\b", re.I)
+# A principal's own chat turn often drops its subject ("booked the flight", "got the job",
+# "Rita moved the review to Friday"): a sentence with a digit, a capitalised word after the
+# first, or a past-tense verb is a statement the user made even without "I" or "my".
+_STATEMENT = re.compile(r"\d|\s[A-Z][a-z]|\b[a-z]{3,}ed\b|\b(got|bought|went|left|took|made|gave|sent|"
+    r"had|met|paid|sold|won|lost|found|began|started|moved|quit|joined|switched)\b")
 _QUESTION_START = re.compile(
     r"^\s*(what|when|where|who|whom|which|why|how|can|could|would|should|do|does|did|is|are|am|will|shall)\b",
     re.I,
@@ -494,7 +499,7 @@ class OfflineExtractor:
             for sentence in _sentences(turn.text):
                 if len(sentence) < 8 or sentence.endswith("?") or _QUESTION_START.match(sentence):
                     continue
-                if not _FIRST_PERSON.search(sentence):
+                if not _FIRST_PERSON.search(sentence) and not _STATEMENT.search(sentence):
                     continue
                 hypothetical = bool(_HYPOTHETICAL.search(sentence))
                 attribute = None if hypothetical else _attribute(sentence)

@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import RetoldError, UsageError
-from . import _bench, _decisions, _memory, _profile, _review
+from . import _bench, _decisions, _fitness, _memory, _profile, _review
 
 __all__ = ["main"]
 
 # Command groups, in the order ``retold --help`` lists them.
-_GROUPS = [_memory, _profile, _review, _decisions, _bench]
+_GROUPS = [_memory, _profile, _review, _decisions, _bench, _fitness]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,100 @@
+"""The deterministic reference policies: the lexical gap planner and admission judge."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from retold import EvidenceRef, ProfileBlock, ReasonCode, Record
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner, content_terms, stem
+
+INVENTORY = ["constraint", "relationship_or_event"]
+EMPTY = ProfileBlock.empty()
+
+
+def _record(rid: str, text: str, session: str = "s1", turn: int = 0, day: int = 1) -> Record:
+    when = datetime(2026, 1, day, 12, 0, tzinfo=UTC)
+    return Record.model_validate(
+        {
+            "id": rid,
+            "tenant": "t",
+            "principal": "p",
+            "kind": "fact",
+            "text": text,
+            "evidence": [EvidenceRef(session_id=session, turn_index=turn)],
+            "session_id": session,
+            "event_time": when,
+            "created_at": when,
+            "updated_at": when,
+        }
+    )
+
+
+def test_stem_and_content_terms() -> None:
+    """Stemming strips plurals and -ing; content terms drop stopwords."""
+    assert stem("cavities") == "cavity" and stem("running") == "runn"
+    assert content_terms("What was the name of my dentist again?") == ["dentist"]
+
+
+def test_general_knowledge_plans_no_gap() -> None:
+    """An impersonal question needs no memory: no gap."""
+    planner = LexicalGapPlanner()
+    for turn in (
+        "What's the capital of Australia?",
+        "What is mochi made of?",
+        "Why is the sky blue?",
+    ):
+        assert planner.plan(turn, None, EMPTY, INVENTORY).gaps == ()
+
+
+def test_empty_inventory_and_small_talk_plan_no_gap() -> None:
+    """No stored memory, or pure small talk, plans nothing."""
+    planner = LexicalGapPlanner()
+    assert planner.plan("What was my dentist's name?", None, EMPTY, []).gaps == ()
+    assert planner.plan("thanks for all my help, good night", None, EMPTY, INVENTORY).gaps == ()
+
+
+def test_personal_recall_plans_a_gap_with_field_expansion() -> None:
+    """A question about the user's own things plans one gap whose query spans the field."""
+    decision = LexicalGapPlanner().plan("What was the name of my dentist?", None, EMPTY, INVENTORY)
+    assert len(decision.gaps) == 1
+    query = decision.gaps[0].query.split()
+    assert "dentist" in query and "cavities" in query
+    assert decision.policy.endswith("offline@2")
+
+
+def test_judge_admits_related_and_rejects_unrelated() -> None:
+    """A candidate sharing the turn's field is helpful; an unrelated one is insufficient."""
+    cands = [_record("a", "Dr. Patel found two cavities"), _record("b", "I planted basil", "s2")]
+    decision = LexicalAdmissionJudge().admit("who is my dentist?", None, EMPTY, "draft", cands)
+    assert decision.admitted == ("a",)
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert reasons == {"a": ReasonCode.HELPFUL, "b": ReasonCode.INSUFFICIENT}
+
+
+def test_judge_prefers_the_later_session_on_the_same_topic() -> None:
+    """An earlier session's statement on the same terms is stale when a later one exists."""
+    old = _record("old", "my rent is 1,850", session="s1", day=1)
+    new = _record("new", "the rent is now 1,780", session="s2", day=9)
+    decision = LexicalAdmissionJudge().admit("what's my rent?", None, EMPTY, "draft", [old, new])
+    assert decision.admitted == ("new",)
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert reasons["old"] is ReasonCode.STALE_OR_CONFLICTING
+
+
+def test_judge_admits_session_mates_jointly() -> None:
+    """Another statement of the admitted record's conversation is jointly helpful."""
+    a = _record("a", "building a recipe app for my portfolio", turn=0)
+    b = _record("b", "decided on Supabase for auth", turn=2)
+    decision = LexicalAdmissionJudge().admit("add login to my app", None, EMPTY, "draft", [a, b])
+    assert decision.admitted == ("a", "b")
+    assert {v.record_id: v.reason for v in decision.verdicts}["b"] is ReasonCode.JOINTLY_HELPFUL
+
+
+def test_judge_redundant_and_empty() -> None:
+    """What the draft already says is redundant; no candidates is EMPTY."""
+    judge = LexicalAdmissionJudge()
+    cand = _record("a", "dentist Patel")
+    decision = judge.admit("my dentist?", None, EMPTY, "Your dentist is Patel.", [cand])
+    assert decision.is_empty
+    assert decision.verdicts[0].reason is ReasonCode.REDUNDANT
+    assert judge.admit("my dentist?", None, EMPTY, "draft", []).is_empty
