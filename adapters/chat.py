@@ -175,6 +175,8 @@ class MemoryChat:
         max_tool_rounds: model calls that may issue tool calls before an answer is forced.
         history_turns: earlier turns of the session sent with each request.
         retrieval_config: passed to the orchestrator for the bundle's manifest check.
+        require_fitness: see :class:`~retold.UtilityAwareOrchestrator` (the fitness harness
+            alone turns it off).
 
     Raises:
         UsageError: an invalid mode combination, or a mode missing what it needs.
@@ -202,6 +204,7 @@ class MemoryChat:
         token_counter_: TokenCounter | None = None,
         retrieval_config: Any = None,
         audit: AuditLog | None = None,
+        require_fitness: bool = True,
     ) -> None:
         if memory_mode not in ("off", "tool_only", "utility_aware"):
             raise UsageError(
@@ -255,6 +258,7 @@ class MemoryChat:
                 serving_model=getattr(self.model, "model", None),
                 retrieval_config=retrieval_config,
                 audit=audit,
+                require_fitness=require_fitness,
             )
         self._tools_offered = (
             memory_mode != "off"

@@ -39,6 +39,7 @@ from ._errors import (
     RuntimeFailure,
     StoreError,
     TokenizerUnavailableError,
+    UnfittedBundleError,
     UsageError,
 )
 from ._fitness import (
@@ -213,6 +214,7 @@ __all__ = [
     "TranscriptTurn",
     "TurnMemoryDecision",
     "TurnOptions",
+    "UnfittedBundleError",
     "UsageError",
     "UtilityAwareConfig",
     "UtilityAwareOrchestrator",

@@ -6,6 +6,7 @@
     ├── UsageError                 the caller asked for something invalid; fix the call
     │   ├── InvalidInputError      a value failed validation; ``.field`` names it
     │   ├── BundleMismatchError    the declared bundle does not describe this host
+    │   │   └── UnfittedBundleError  no passing fitness result is recorded for the bundle
     │   └── TokenizerUnavailableError  a token-counter encoding cannot be loaded
     └── RuntimeFailure             something outside the caller's control failed
         ├── StoreError             the database refused or failed a read or write
@@ -26,6 +27,7 @@ __all__ = [
     "RuntimeFailure",
     "StoreError",
     "TokenizerUnavailableError",
+    "UnfittedBundleError",
     "UsageError",
 ]
 
@@ -59,6 +61,10 @@ class InvalidInputError(UsageError):
 
 class BundleMismatchError(UsageError):
     """The declared policy bundle's manifest does not match what this host runs."""
+
+
+class UnfittedBundleError(BundleMismatchError):
+    """The bundle has no passing fitness result recorded in the host's store."""
 
 
 class TokenizerUnavailableError(UsageError):

@@ -374,8 +374,10 @@ _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|ou
 # A principal's own chat turn often drops its subject ("booked the flight", "got the job",
 # "Rita moved the review to Friday"): a sentence with a digit, a capitalised word after the
 # first, or a past-tense verb is a statement the user made even without "I" or "my".
-_STATEMENT = re.compile(r"\d|\s[A-Z][a-z]|\b[a-z]{3,}ed\b|\b(got|bought|went|left|took|made|gave|sent|"
-    r"had|met|paid|sold|won|lost|found|began|started|moved|quit|joined|switched)\b")
+_STATEMENT = re.compile(
+    r"\d|\s[A-Z][a-z]|\b[a-z]{3,}ed\b|\b(got|bought|went|left|took|made|gave|sent|"
+    r"had|met|paid|sold|won|lost|found|began|started|moved|quit|joined|switched)\b"
+)
 _QUESTION_START = re.compile(
     r"^\s*(what|when|where|who|whom|which|why|how|can|could|would|should|do|does|did|is|are|am|will|shall)\b",
     re.I,

@@ -69,10 +69,10 @@ from ._config import UtilityAwareConfig
 from ._errors import InvalidInputError, UsageError
 from ._orchestrator import TurnMemoryDecision
 from ._policies import Disposition
-from ._profile import PROFILE_HEADER
 from ._records import Principal, Record, Role, TranscriptTurn
 from ._retrieval import HybridRetriever
 from ._store import SQLiteStore, iso
+from .adapters.local import OfflineResponder
 
 __all__ = [
     "DeletionTestSummary",
@@ -80,7 +80,6 @@ __all__ = [
     "FitnessRecord",
     "FitnessResult",
     "GateResult",
-    "OfflineResponder",
     "Scenario",
     "load_bundle",
     "load_scenarios",
@@ -275,33 +274,6 @@ def bundle_sha256(bundle: FitnessBundle) -> str:
 
 # -- the responder ----------------------------------------------------------------------
 
-_MEMORY_HEADER = "Memory admitted for this turn"
-
-
-class OfflineResponder:
-    """Deterministic local responder (no model): a fixed template answer.
-
-    The draft is ``Answer to: <turn>``; with an ambient profile it notes how many standing
-    instructions it saw; when admitted memory is present the final answer is the draft
-    plus the admitted records' lines. It measures the memory path, not answer quality.
-    """
-
-    name = "offline-template-responder"
-
-    def __call__(self, messages: Sequence[Any]) -> str:
-        system = messages[0].content if messages and messages[0].role == "system" else ""
-        turn = messages[-1].content if messages else ""
-        answer = f"Answer to: {turn}"
-        if PROFILE_HEADER in system:
-            block = system[system.index(PROFILE_HEADER) :].split("\n\n", 1)[0]
-            count = sum(1 for line in block.splitlines() if line.startswith("- "))
-            answer += f" [following {count} standing instruction(s)]"
-        at = system.find(_MEMORY_HEADER)
-        if at >= 0:
-            answer += "\nUsing what you told me:\n" + system[at:].split("\n", 1)[-1]
-        return answer
-
-
 # -- results ----------------------------------------------------------------------------
 
 
@@ -477,6 +449,7 @@ async def _run_scenario(pipe: _Pipeline, scenario: Scenario, run: RunName) -> _O
             activation=activation,
             retrieval_config=bundle.retrieval_config,
             audit=audit,
+            require_fitness=False,  # this run is what produces the fitness result
         )
         last = scenario.history[-1].session_id
         for session in scenario.history:

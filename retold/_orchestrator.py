@@ -31,7 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._audit import AuditLog
 from ._config import UtilityAwareConfig, check_bundle
-from ._errors import AdapterHTTPError, InvalidInputError, PolicyError, UsageError
+from ._errors import (
+    AdapterHTTPError,
+    InvalidInputError,
+    PolicyError,
+    UnfittedBundleError,
+    UsageError,
+)
 from ._policies import (
     AdmissionDecision,
     AdmissionPolicy,
@@ -464,11 +470,15 @@ class UtilityAwareOrchestrator:
         serving_model: the serving model's identifier, recorded with each decision.
         retrieval_config: the retrieval configuration the bundle's hash is checked against.
         audit: an :class:`AuditLog` over ``store`` to share between orchestrators.
+        require_fitness: refuse to serve (outside shadow mode) a bundle that declares a
+            manifest but has no passing fitness result recorded in ``store``. Only the
+            fitness harness, which produces that result, turns it off.
 
     Raises:
         UsageError: an invalid combination (auto/hybrid trigger mode, a missing policy, gap
             planning with admission disabled outside shadow mode).
         BundleMismatchError: the declared bundle does not describe this host.
+        UnfittedBundleError: the bundle has no passing fitness result in ``store``.
     """
 
     def __init__(
@@ -484,6 +494,7 @@ class UtilityAwareOrchestrator:
         serving_model: str | None = None,
         retrieval_config: Any = None,
         audit: AuditLog | None = None,
+        require_fitness: bool = True,
     ) -> None:
         cfg = config or UtilityAwareConfig()
         if trigger_mode != "tool_only":
@@ -509,6 +520,8 @@ class UtilityAwareOrchestrator:
         self._inventory_fn: InventoryFn = inventory_fn or store_inventory
         self.serving_model = serving_model
         self.bundle = check_bundle(cfg, retrieval_config=retrieval_config)
+        if require_fitness and not cfg.shadow and self.bundle.bundle_sha256 is not None:
+            _require_fitness(store, self.bundle.bundle_sha256)
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)
@@ -775,7 +788,9 @@ class UtilityAwareOrchestrator:
             _, reason, detail = min(errors)
             raise _Fail(reason, detail)
         merged = _merge([r or [] for r in results], cfg.max_candidates * len(gaps))
-        t.candidates = await anyio.to_thread.run_sync(self._verify, t.scope, merged)
+        t.candidates = await anyio.to_thread.run_sync(
+            self._verify, t.scope, merged, frozenset(t.profile.record_ids)
+        )
         del t.candidates[cfg.max_candidates :]
 
     def _check_candidates(self, found: Any, limit: int) -> list[Candidate]:
@@ -788,12 +803,15 @@ class UtilityAwareOrchestrator:
             out.append(item)
         return out
 
-    def _verify(self, scope: Principal, candidates: list[Candidate]) -> list[Candidate]:
+    def _verify(
+        self, scope: Principal, candidates: list[Candidate], in_profile: frozenset[str]
+    ) -> list[Candidate]:
         """Re-read candidates from the store: out-of-scope ids fail closed, dead ones drop.
 
         Defence in depth for §7 ("scope and lifecycle filtering occur before any record
         text reaches a policy model"): policies see the stored record, not the retriever's
-        copy of it.
+        copy of it. Records already in the session's ambient profile are dropped too: the
+        draft has them, so conditional memory is measured only by what it adds.
         """
         if not candidates:
             return []
@@ -814,6 +832,9 @@ class UtilityAwareOrchestrator:
             record = stored[c.record.id]
             if not record.is_live(now):
                 log.info("candidate_dropped", record_id=record.id, reason="not_live")
+                continue
+            if record.id in in_profile:
+                log.debug("candidate_dropped", record_id=record.id, reason="in_profile")
                 continue
             out.append(c.model_copy(update={"record": record}))
         return out
@@ -1076,6 +1097,22 @@ class UtilityAwareOrchestrator:
                 turn_index=decision.turn_index,
             )
             raise
+
+
+def _require_fitness(store: SQLiteStore, bundle_sha: str) -> None:
+    """Refuse a bundle whose newest recorded fitness result is missing or failing (§5)."""
+    from ._fitness import recorded_fitness  # the fitness harness imports the orchestrator
+
+    record = recorded_fitness(store, bundle_sha)
+    if record is None or not record.passed:
+        state = (
+            "no fitness result is" if record is None else "the newest fitness result failed and is"
+        )
+        raise UnfittedBundleError(
+            f"bundle {bundle_sha[:12]}: {state} recorded in this store, so it may not serve; "
+            "run `retold fitness --bundle NAME --db PATH --record` against this database, "
+            "or run the bundle in shadow mode (shadow=True)"
+        )
 
 
 def _merge(lists: Sequence[Sequence[Candidate]], cap: int) -> list[Candidate]:

@@ -213,6 +213,9 @@ async def test_fact_from_session_one_is_used_in_session_three(
     decision = reply.decision
     assert decision is not None and decision.disposition is Disposition.REGENERATED
     assert "Ribeiro" in reply.response and "Ribeiro" not in decision.draft
+    assert not set(decision.candidate_ids) & set(
+        decision.profile.record_ids
+    )  # in the draft already
     [admitted] = [store.get(MAYA, rid) for rid in decision.admitted_ids]
     assert admitted is not None and admitted.evidence[0].session_id == "s1"
     assert len(AuditLog(store).decision_rows(tenant="acme", principal="maya")) == 3

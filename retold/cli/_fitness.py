@@ -14,6 +14,7 @@ import anyio
 
 from .. import _fitness
 from .._errors import UsageError
+from ..adapters.local import OfflineResponder
 from ._common import add_json, emit, open_store
 
 _DEFAULT_SCENARIOS = Path(__file__).resolve().parents[1] / "policy" / "scenarios"
@@ -109,7 +110,7 @@ def _print_text(result: _fitness.FitnessResult, recorded: _fitness.FitnessRecord
     out = sys.stdout
     out.write(f"fitness {result.bundle} ({result.bundle_sha256[:12]}): {result.verdict.upper()}\n")
     out.write(f"scenario_set_sha256 {result.scenario_set_sha256}\n")
-    if result.responder == _fitness.OfflineResponder.name:
+    if result.responder == OfflineResponder.name:
         out.write("responder: deterministic local responder (offline; no model)\n")
     for g in result.gates:
         runs = ", ".join(f"{r} {v:g}" for r, v in g.runs.items())
