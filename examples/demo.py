@@ -20,6 +20,7 @@ It leaves its database where the output says.
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 
 from retold import Principal, SQLiteStore, TurnOptions
 from retold._activation import ReviewQueue
@@ -152,6 +154,8 @@ async def main(db: Path) -> None:
 
 
 if __name__ == "__main__":
+    # A host configures logging; the examples keep Retold's log lines to warnings.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description="Run the Retold demo.")
     parser.add_argument(
         "--db", type=Path, default=None, help="database file (default: a new temp dir)"

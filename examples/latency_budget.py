@@ -8,11 +8,13 @@ retrieval or admission). Same configuration, same code path; only ``TurnOptions`
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import structlog
 
 from retold import Principal, SQLiteStore, TurnOptions
 from retold.adapters import MemoryChat, OfflineResponder, from_env
@@ -56,6 +58,8 @@ async def main(db: Path, *, live: bool = False) -> dict[str, str]:
 
 
 if __name__ == "__main__":
+    # A host configures logging; the examples keep Retold's log lines to warnings.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description="Per-turn latency budgets.")
     parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
     parser.add_argument(

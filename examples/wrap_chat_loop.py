@@ -13,11 +13,13 @@ the store (``retold fitness --bundle NAME --db memory.db --record``).
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import structlog
 
 from retold import Principal, SQLiteStore
 from retold.adapters import MemoryChat, OfflineResponder, from_env
@@ -70,6 +72,8 @@ async def main(db: Path, *, live: bool = False) -> list[str]:
 
 
 if __name__ == "__main__":
+    # A host configures logging; the examples keep Retold's log lines to warnings.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description="Wrap a chat loop with Retold.")
     parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
     parser.add_argument(
