@@ -20,6 +20,7 @@ import json
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -294,7 +295,8 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
 
     The write path may call this after a write (or it runs lazily before the entity stage);
     it runs in its own transaction and never touches the records themselves. Entries of
-    deleted records are purged in the same pass, so erased text leaves no names behind.
+    deleted records are purged by the ``retrieval_purge_deleted`` trigger in the deleting
+    transaction, so erased text leaves no names behind.
     """
     ensure_retrieval_schema(store)
     rows = store.query(
@@ -304,25 +306,15 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     )
     mark = int(rows[0]["last_rowid"]) if rows else 0
     new = store.query(
+        # Unary + keeps the scope columns off the index: a rowid range scan from the mark
+        # reads only the new rows instead of the principal's whole history.
         "SELECT rowid, id, text, lifecycle FROM records "
-        "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
-        [scope.tenant, scope.principal, mark],
+        "WHERE rowid > ? AND +tenant = ? AND +principal = ? ORDER BY rowid",
+        [mark, scope.tenant, scope.principal],
     )
-    deleted = store.query(
-        "SELECT 1 FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
-        "WHERE e.tenant = ? AND e.principal = ? AND r.lifecycle = 'deleted' LIMIT 1",
-        [scope.tenant, scope.principal],
-    )
-    if not new and not deleted:
+    if not new:
         return 0
     with store.write() as w:
-        if deleted:
-            w.execute(
-                "DELETE FROM retrieval_entities WHERE tenant = ? AND principal = ? AND record_id "
-                "IN (SELECT id FROM records WHERE tenant = ? AND principal = ? "
-                "AND lifecycle = 'deleted')",
-                [scope.tenant, scope.principal, scope.tenant, scope.principal],
-            )
         for row in new:
             if row["lifecycle"] == "deleted":
                 continue
@@ -332,13 +324,12 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
                     "record_id) VALUES (?, ?, ?, ?)",
                     [scope.tenant, scope.principal, entity, row["id"]],
                 )
-        if new:
-            w.execute(
-                "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
-                "VALUES (?, ?, 'entity', ?) ON CONFLICT (tenant, principal, stage) "
-                "DO UPDATE SET last_rowid = excluded.last_rowid",
-                [scope.tenant, scope.principal, int(new[-1]["rowid"])],
-            )
+        w.execute(
+            "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
+            "VALUES (?, ?, 'entity', ?) ON CONFLICT (tenant, principal, stage) "
+            "DO UPDATE SET last_rowid = excluded.last_rowid",
+            [scope.tenant, scope.principal, int(new[-1]["rowid"])],
+        )
     return len(new)
 
 
@@ -598,21 +589,32 @@ class HybridRetriever:
                     h.score *= 1 + cfg.recency_boost * decay
 
     def _dedup(self, ranked: list[_Hit]) -> list[_Hit]:
+        """Fold identical and near-identical text (word 3-gram Jaccard >= threshold).
+
+        Each hit is compared only with kept hits that share a shingle (an inverted index),
+        so the cost grows with the overlap, not with the square of the candidate count.
+        The earliest kept match wins, as in rank order.
+        """
         kept: list[_Hit] = []
         exact: dict[str, _Hit] = {}
-        shingles: list[tuple[frozenset[tuple[str, ...]], _Hit]] = []
+        kept_shingles: list[tuple[frozenset[tuple[str, ...]], _Hit]] = []
+        postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
         for hit in ranked:
             key = _normalised(hit.record.text)
             into = exact.get(key)
-            if into is None and threshold < 1.0:
-                mine = _shingles(hit.record.text)
-                for theirs, other in shingles:
+            mine = _shingles(hit.record.text) if threshold < 1.0 else frozenset()
+            if into is None and mine:
+                overlap: Counter[int] = Counter()
+                for shingle in mine:
+                    overlap.update(postings.get(shingle, ()))
+                for j in sorted(overlap):
+                    theirs, other = kept_shingles[j]
                     small, big = sorted((len(mine), len(theirs)))
                     if big and small / big < threshold:
                         continue
-                    union = len(mine | theirs)
-                    if union and len(mine & theirs) / union >= threshold:
+                    union = len(mine) + len(theirs) - overlap[j]
+                    if union and overlap[j] / union >= threshold:
                         into = other
                         break
             if into is not None and _same_frame(into.record, hit.record):
@@ -620,8 +622,10 @@ class HybridRetriever:
                 into.paths |= hit.paths
                 continue
             exact.setdefault(key, hit)
-            if threshold < 1.0:
-                shingles.append((_shingles(hit.record.text), hit))
+            if mine:
+                for shingle in mine:
+                    postings.setdefault(shingle, []).append(len(kept_shingles))
+                kept_shingles.append((mine, hit))
             kept.append(hit)
         return kept
 

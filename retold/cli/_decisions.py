@@ -34,7 +34,10 @@ def render(report: DecisionReport) -> str:
     """The human-readable report."""
     lines = [f"turns: {report.turns} (shadow: {report.shadow_turns})", "dispositions:"]
     lines += [f"  {name}: {count}" for name, count in report.dispositions.items()]
-    lines.append(f"conditional-memory injection rate: {_pct(report.injection_rate)}")
+    note = (
+        " (shadow turns count what live serving would have injected)" if report.shadow_turns else ""
+    )
+    lines.append(f"conditional-memory injection rate: {_pct(report.injection_rate)}{note}")
     for population, summary in report.added_latency.items():
         lines.append(
             f"added latency, {population.replace('_', '-')} turns ({summary.turns}): "
