@@ -55,7 +55,10 @@ def stem(word: str) -> str:
         w = w[:-2]
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
-            return w[: len(w) - len(suffix)] + keep
+            w = w[: len(w) - len(suffix)] + keep
+            break
+    if len(w) >= 4 and w.endswith("e") and not w.endswith(("ee", "ie")):
+        w = w[:-1]  # write / writing, move / moved
     return w
 
 
@@ -78,7 +81,8 @@ _RECALL_CUES = re.compile(
     r"how long has it been|how long have i|how many (?:days|weeks|months) until|"
     r"what was (?:my|the name)|what's my|what is my|who is my|who's my|where do i|where does my|"
     r"when is my|when's my|how old is my|how many .{1,30} do i|which .{1,30} did i|my usual|"
-    r"still|anymore|these days|currently|my current|my new|my old|am i due)\b",
+    r"still|anymore|these days|currently|my current|my new|my old|am i due|"
+    r"the \w+'s (?:number|phone|address|email|name))\b",
     re.I,
 )
 # Requests whose best answer depends on the user's own constraints and circumstances.
@@ -89,6 +93,15 @@ _PERSONALISE_CUES = re.compile(
     r"my (?:next|upcoming)|tonight|tomorrow|this weekend)\b",
     re.I,
 )
+# A follow-up that leans on the conversation: an anaphor ("fix it", "write it") or a
+# continuation ("go ahead", "what's next") in a short turn that names nothing itself.
+_ANAPHOR = re.compile(
+    r"\b(it|them|go ahead|continue|carry on|what's next|what is next|next step|same again)\b"
+    r"|\b(that|this)\b(?=\s*(?:[?.!,]|$))",
+    re.I,
+)
+_SELF_WORDS = ("i", "i'm", "my", "me", "we", "our")
+_NAMED = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][A-Za-z]+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|ours|us)\b", re.I)
 # A named person's or thing's possessive after the first word ("When is Carla's birthday?").
 _NAMED_POSSESSIVE = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+'s\b")
@@ -146,23 +159,40 @@ _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
 _FIELD_GROUPS: tuple[str, ...] = (
     "dentist dental teeth tooth cavity cavities filling cleaning orthodontist",
     "doctor gp physician physio physiotherapist clinic hospital appointment prescription "
-    "medication blood pressure diagnosed",
-    "vet pet dog cat puppy kitten adopted",
+    "medication blood pressure diagnosed surgery operation recovery",
+    "medicine medication pill pills painkiller painkillers ibuprofen aspirin paracetamol "
+    "acetaminophen headache migraine pain dose allergic allergy",
+    "vet pet pets dog dogs cat cats puppy kitten adopted greyhound beagle labrador terrier "
+    "spaniel poodle collie retriever",
     "car vehicle drive driving mileage oil mechanic garage tyre tire clutch",
     "address live living moved move flat apartment house rent landlord street neighbourhood",
-    "job work working company office employer role position hired interview salary boss",
+    "job work working company office employer role position hired interview salary boss "
+    "manager coworker colleague meeting meetings career background degree phd unemployed "
+    "applying application applications",
     "trip flight fly flying travel hotel booked airport vacation holiday itinerary",
-    "recipe dinner lunch breakfast meal cook cooking eat food snack vegan vegetarian "
-    "allergic allergy diet gluten dairy",
+    "recipe dinner lunch breakfast meal menu cook cooking eat food snack vegan vegetarian "
+    "pescatarian allergic allergy diet gluten dairy roast turkey potatoes",
+    "milk dairy lactose cheese cream creamy butter yogurt latte cappuccino coffee",
+    "drink drinks drinking alcohol wine beer cocktail cocktails sober pregnant",
     "budget spend spending afford price cost money saving",
-    "wife husband partner son daughter kid kids baby born pregnant expecting due",
-    "birthday born anniversary",
+    "wife husband partner son daughter kid kids baby born pregnant expecting due grandson "
+    "granddaughter grandkids",
+    "boyfriend girlfriend partner dating seeing broke",
+    "birthday born anniversary party hosting guests",
     "school class course exam study studying university college lesson lessons tutor teacher",
-    "run running workout gym exercise training injury knee back marathon physio",
-    "laptop computer phone router wifi internet install installed",
+    "run running workout gym exercise training injury knee back marathon physio stronger "
+    "strength routine lifting weights disc",
+    "laptop computer phone router wifi internet install installed iphone android samsung "
+    "galaxy pixel ios mac macbook windows screen",
     "code coding script program programming language python rust javascript bug error",
     "wedding venue guests ceremony reception",
-    "trial subscription membership renewal insurance policy plan cancel cancelled",
+    "trial subscription membership renewal renew insurance insurer insurers policy cancel "
+    "cancelled",
+    "invest investing investment market markets stocks shares bonds fund funds index pension "
+    "portfolio rebalance retirement savings",
+    "paint painted painting colour color walls wall nursery decorate decorating wallpaper",
+    "thesis dissertation chapter chapters essay draft writing",
+    "language languages learning practise practice fluent reading level",
     "plant plants garden repot repotted soil",
     "size fit shoes boots order ordered",
     "smoking quit drinking sober",
@@ -183,15 +213,27 @@ _EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(r"\b(trip|vacation|holiday|travel\w*|flight|weekend)\b", re.I),
-        "trip travel flight vacation budget",
+        "trip travel flight vacation budget wheelchair accessible access dog pet",
     ),
+    (
+        re.compile(r"\b(drink|drinks|cocktail\w*|wine|beer|party)\b", re.I),
+        "alcohol drink drinking wine pregnant sober",
+    ),
+    (
+        re.compile(r"\b(call|meeting|schedule|time zone|timezone)\b", re.I),
+        "live living moved based",
+    ),
+    (re.compile(r"\b(plants?|flowers?)\b", re.I), "cat cats dog dogs pet pets"),
+    (re.compile(r"\b(bio|about me)\b", re.I), "job work role"),
     (
         re.compile(r"\b(gift|present|birthday|anniversary)\b", re.I),
         "gift birthday like love favorite",
     ),
     (
-        re.compile(r"\b(workout|exercise|gym|run|running|training)\b", re.I),
-        "injury knee back workout gym run",
+        re.compile(
+            r"\b(workout|exercise|gym|run|running|training|stronger|strength|routine)\b", re.I
+        ),
+        "injury knee back disc physio lifting workout gym run",
     ),
     (re.compile(r"\b(budget|afford|price|cost|spend)\b", re.I), "budget afford spend"),
 )
@@ -241,6 +283,16 @@ def _expansion_terms(turn: str) -> list[str]:
     ]
 
 
+def _follow_up(turn: str) -> bool:
+    """A short turn that points back at the conversation instead of naming its subject."""
+    return (
+        bool(_ANAPHOR.search(turn))
+        and len(content_terms(turn)) <= 3
+        and not _NAMED.search(turn)
+        and not _SMALL_TALK.search(turn)
+    )
+
+
 def _personal(turn: str) -> bool:
     return bool(_FIRST_PERSON.search(turn) or _NAMED_POSSESSIVE.search(turn))
 
@@ -251,12 +303,17 @@ class LexicalGapPlanner:
     Plans one gap when the turn is about the user (first person, or a named person's
     possessive) or asks for a recommendation that depends on their constraints, and only
     when the store holds anything for the principal (``inventory``). Its query is the
-    turn's content words plus the everyday semantic fields they belong to, so a stored
-    statement that names the same thing in other words can still be found; the judge,
-    not the planner, decides what is used.
+    turn's content words plus the request-type expansions and the everyday semantic fields
+    they belong to, so a stored statement that names the same thing in other words can
+    still be found; the judge, not the planner, decides what is used.
+
+    A short follow-up that points back at the conversation instead of naming its subject
+    ("how do I fix it?", "go ahead and write it", "what's next?") plans a ``task_state``
+    gap whose query is the turn as written, function words included: the retriever then
+    finds the user's recent statements, and the judge admits the latest conversation's.
     """
 
-    policy_id = "lexical-gap-planner-offline@2"
+    policy_id = "lexical-gap-planner-offline@3"
 
     def plan(
         self,
@@ -267,14 +324,30 @@ class LexicalGapPlanner:
     ) -> GapDecision:
         if not inventory or _SMALL_TALK.search(turn):
             return GapDecision(policy=self.policy_id)
+        if _follow_up(turn):
+            # The turn as written plus the first-person words the user's own statements
+            # carry, and its expansions: the recent statements become candidates.
+            words = [w.strip("'-") for w in _WORD.findall(turn.lower())]
+            expansion = _expansion_words(turn)
+            fields = _field_words([*content_terms(turn), *(stem(w) for w in expansion)])
+            query = " ".join(dict.fromkeys([*words, *_SELF_WORDS, *expansion, *fields]))
+            gap = Gap(category=GapCategory.TASK_STATE, query=query)
+            return GapDecision(gaps=(gap,), policy=self.policy_id)
         terms = content_terms(turn)
         personal = _personal(turn)
         recall = bool(_RECALL_CUES.search(turn))
         personalise = bool(_PERSONALISE_CUES.search(turn))
         if not (personal or recall or personalise):
             return GapDecision(policy=self.policy_id)
+        expansion = _expansion_words(turn)
         query = " ".join(
-            dict.fromkeys([*_raw_terms(turn), *_expansion_words(turn), *_field_words(terms)])
+            dict.fromkeys(
+                [
+                    *_raw_terms(turn),
+                    *expansion,
+                    *_field_words([*terms, *(stem(w) for w in expansion)]),
+                ]
+            )
         )
         if not query.strip():
             return GapDecision(policy=self.policy_id)
@@ -285,21 +358,72 @@ class LexicalGapPlanner:
         return GapDecision(gaps=gaps, policy=self.policy_id)
 
 
+# A later statement that changes an earlier one ("I left X", "now", "switched to", "gave up").
+_CHANGE_CUES = re.compile(
+    r"\b(now|new|no longer|anymore|instead|switch\w*|moved|left|quit|chang\w*|cancel\w*|"
+    r"actually|update\w*|broke up|again|start\w*|gave up|replac\w*|down to|up to|"
+    r"took over|not any ?more|got the)\b",
+    re.I,
+)
+# A correction of what the user just said in the same conversation.
+_CORRECTION = re.compile(r"^\W*(sorry|wait|actually|correction|oops|i mean|no,|no wait)\b", re.I)
+# "instead of X": the change concerns X, so an earlier statement without X still stands.
+_INSTEAD_OF = re.compile(r"\binstead of (?:the |a |an |my )?([\w'-]+)", re.I)
+_GENERIC = frozenset(
+    stem(w)
+    for w in """
+    today tomorrow yesterday week weeks month months year years day days time times morning
+    evening night weekend january february march april may june july august september october
+    november december monday tuesday wednesday thursday friday saturday sunday new old now
+    first last next good great big small little much many every everything anything lol
+    """.split()
+)
+
+
+def _subject(record: Record) -> set[str]:
+    """The specific content terms of a record (no dates, numbers or filler)."""
+    return {
+        t
+        for t in content_terms(record.text)
+        if t not in _GENERIC and not any(ch.isdigit() for ch in t) and len(t) >= 3
+    }
+
+
+def _fields_of(terms: set[str]) -> set[int]:
+    return {i for i, group in enumerate(_FIELDS) if terms & group}
+
+
+def _turn_of(record: Record) -> int:
+    return max((e.turn_index for e in record.evidence), default=-1)
+
+
 class LexicalAdmissionJudge:
     """Deterministic lexical admission judge (offline reference policy, no model).
 
     A candidate is ``helpful`` when it shares at least ``min_shared`` terms with the turn,
-    its request-type expansions or the everyday semantic fields of its words, and adds
+    its request-type expansions or the everyday semantic fields of those words, and adds
     something the draft, the public context and the profile do not already say;
-    ``redundant`` when it adds nothing; ``stale_or_conflicting`` when it carries unresolved
-    conflict links or when a newer candidate from a later session speaks about the same
-    turn terms (the newer statement is taken as the update); ``potentially_harmful`` when it
-    is hypothetical or redacted; ``insufficient`` otherwise. Other statements from the
-    session of an admitted record (the same conversation) are ``jointly_helpful``. At most ``max_admitted`` records are admitted,
-    best overlap first; an inconclusive set is EMPTY.
+    ``redundant`` when it adds nothing; ``potentially_harmful`` when it is hypothetical or
+    redacted; ``insufficient`` otherwise.
+
+    ``stale_or_conflicting`` covers unresolved conflict links and updates. A later
+    candidate updates an earlier one when (a) it comes from a later session, shares a
+    specific term or an everyday semantic field with it and says that something changed
+    ("left", "now", "switched", "gave up", ...), unless it says the change is "instead of"
+    something the earlier one never mentioned; or (b) it corrects, in the same
+    conversation, the statement just before it ("sorry, he's 9"); or (c) both are helpful,
+    from different sessions, and share turn terms. An update of a record the turn needs is
+    admitted in its place.
+
+    Other statements from the session of an admitted record (the same conversation), and
+    earlier statements that share a specific term with an admitted one without being
+    updated by it (joint evidence), are ``jointly_helpful``. A short follow-up that points
+    back at the conversation ("how do I fix it?") admits the statements of the latest
+    conversation among the candidates. At most ``max_admitted`` records are admitted
+    directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@2"
+    policy_id = "lexical-admission-judge-offline@3"
 
     def __init__(self, *, min_shared: int = 1, max_admitted: int = 3) -> None:
         self.min_shared = min_shared
@@ -314,19 +438,27 @@ class LexicalAdmissionJudge:
         candidates: Sequence[Record],
     ) -> AdmissionDecision:
         own = set(content_terms(turn))
-        wanted = own | set(_expansion_terms(turn)) | set(_field_terms(sorted(own)))
+        expansion = set(_expansion_terms(turn))
+        wanted = own | expansion | set(_field_terms(sorted(own | expansion)))
         known = set(content_terms(" ".join([draft, public_context or "", ambient_profile.text])))
         reasons: dict[str, ReasonCode] = {}
         shared_of: dict[str, set[str]] = {}
+        usable: list[Record] = []
+        turn_names, turn_lower = _names(turn), _lower_words(turn)
         for record in candidates:
             terms = set(content_terms(record.text))
-            shared = terms & wanted
+            # A name in one text and a common word in the other ("Rose" / "roses") is no match.
+            clash = (_names(record.text) & turn_lower) | (turn_names & _lower_words(record.text))
+            shared = (terms & wanted) - clash
             novel = terms - known - wanted
             if record.conflicts_with:
                 reasons[record.id] = ReasonCode.STALE_OR_CONFLICTING
-            elif record.epistemic is EpistemicState.HYPOTHETICAL or "[REDACTED:" in record.text:
+                continue
+            if record.epistemic is EpistemicState.HYPOTHETICAL or "[REDACTED:" in record.text:
                 reasons[record.id] = ReasonCode.POTENTIALLY_HARMFUL
-            elif len(shared) < self.min_shared:
+                continue
+            usable.append(record)
+            if len(shared) < self.min_shared:
                 reasons[record.id] = ReasonCode.INSUFFICIENT
             elif terms and not novel and terms <= known | wanted and terms & known >= shared:
                 reasons[record.id] = ReasonCode.REDUNDANT
@@ -334,8 +466,40 @@ class LexicalAdmissionJudge:
                 reasons[record.id] = ReasonCode.HELPFUL
                 shared_of[record.id] = shared
         by_id = {r.id: r for r in candidates}
+        follow_up = _follow_up(turn)
+        if follow_up and usable:
+            latest = max(usable, key=_when).session_id
+            for record in usable:
+                if record.session_id == latest and reasons[record.id] is not ReasonCode.REDUNDANT:
+                    reasons[record.id] = ReasonCode.HELPFUL
+                    shared_of.setdefault(record.id, set())
+        # Updates: walk the usable candidates oldest first; a record the turn needs passes
+        # its need on to the statement that updates it.
+        ordered = sorted(usable, key=lambda r: (_when(r), _turn_of(r), r.id))
+        updated_by: dict[str, str] = {}
+        for i, newer in enumerate(ordered):
+            earlier = ordered[:i]
+            if _CORRECTION.search(newer.text):
+                same = [r for r in earlier if r.session_id == newer.session_id]
+                same = [r for r in same if _turn_of(r) < _turn_of(newer)]
+                if same:  # corrects the statement just before it in the conversation
+                    updated_by[max(same, key=_turn_of).id] = newer.id
+            for older in earlier:
+                if older.session_id != newer.session_id and _updates(newer, older):
+                    updated_by[older.id] = newer.id
+        for older in ordered:
+            newer_id = updated_by.get(older.id)
+            if newer_id is None:
+                continue
+            if reasons[older.id] is ReasonCode.HELPFUL and reasons[newer_id] is not (
+                ReasonCode.REDUNDANT
+            ):
+                reasons[newer_id] = ReasonCode.HELPFUL
+                shared_of[newer_id] = shared_of.get(newer_id, set()) | shared_of[older.id]
+            reasons[older.id] = ReasonCode.STALE_OR_CONFLICTING
+            shared_of.pop(older.id, None)
         # A later session's statement about the same turn terms updates an earlier one.
-        for rid, shared in shared_of.items():
+        for rid, shared in list(shared_of.items()):
             older = by_id[rid]
             for oid, other_shared in shared_of.items():
                 newer = by_id[oid]
@@ -344,6 +508,7 @@ class LexicalAdmissionJudge:
                     and newer.session_id != older.session_id
                     and _when(newer) > _when(older)
                     and shared & other_shared
+                    and not _complements(newer, older)
                 ):
                     reasons[rid] = ReasonCode.STALE_OR_CONFLICTING
                     break
@@ -355,24 +520,54 @@ class LexicalAdmissionJudge:
             ),
             key=lambda item: (-item[0], -item[1], item[2]),
         )
-        admitted = [rid for *_, rid in scored[: self.max_admitted]]
-        for *_, rid in scored[self.max_admitted :]:
+        limit = self.max_admitted + (2 if follow_up else 0)
+        admitted = [rid for *_, rid in scored[:limit]]
+        for *_, rid in scored[limit:]:
             reasons[rid] = ReasonCode.INSUFFICIENT
-        # Statements of the same conversation as an admitted record complete it.
+        # Statements of the same conversation as an admitted record complete it, and so do
+        # statements that share a specific term with one without being updated by it.
         sessions = {by_id[rid].session_id for rid in admitted}
-        for record in candidates:
+        subjects = [_subject(by_id[rid]) for rid in admitted]
+        for record in usable:
             if (
                 record.id not in admitted
                 and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
-                and record.session_id in sessions
                 and len(admitted) < self.max_admitted + 2
-                and not record.conflicts_with
-                and record.epistemic is not EpistemicState.HYPOTHETICAL
+                and (
+                    record.session_id in sessions
+                    or (record.id not in updated_by and any(_subject(record) & s for s in subjects))
+                )
             ):
                 reasons[record.id] = ReasonCode.JOINTLY_HELPFUL
                 admitted.append(record.id)
         verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
         return AdmissionDecision(admitted=tuple(admitted), verdicts=verdicts, policy=self.policy_id)
+
+
+def _names(text: str) -> set[str]:
+    """Stems of capitalised words not at the start of a sentence (names, places, brands)."""
+    return {stem(m.group(0)) for m in _NAMED.finditer(text)}
+
+
+def _lower_words(text: str) -> set[str]:
+    """Stems of the words written in lower case (common words, not names)."""
+    return {stem(w) for w in re.findall(r"\b[a-z][a-z'-]*", text)}
+
+
+def _complements(newer: Record, older: Record) -> bool:
+    """The newer statement changes something "instead of" a value the older never mentions."""
+    m = _INSTEAD_OF.search(newer.text)
+    return m is not None and m.group(1).lower() not in older.text.lower()
+
+
+def _updates(newer: Record, older: Record) -> bool:
+    """Whether ``newer``, from a later session, changes what ``older`` said."""
+    if _when(newer) <= _when(older) or not _CHANGE_CUES.search(newer.text):
+        return False
+    if _complements(newer, older):
+        return False
+    a, b = _subject(newer), _subject(older)
+    return bool(a & b) or bool(_fields_of(a) & _fields_of(b))
 
 
 def _when(record: Record) -> datetime:

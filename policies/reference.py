@@ -94,7 +94,10 @@ OFFLINE_REFERENCE = "offline-reference"
 #: all, embedder included, so its dense stage is off rather than silently skipped.
 _RETRIEVAL: dict[str, RetrievalConfig] = {
     REFERENCE: RetrievalConfig(),
-    OFFLINE_REFERENCE: RetrievalConfig(dense=False),
+    # Function words stay in the query (the lexical planner drops them itself, except for a
+    # follow-up like "how do I fix it?", whose only handle is the conversation), and a small
+    # store is backfilled with its newest records, so the judge, not retrieval, decides.
+    OFFLINE_REFERENCE: RetrievalConfig(dense=False, drop_stopwords=False, backfill=True),
 }
 
 

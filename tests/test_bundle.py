@@ -210,12 +210,16 @@ def _orchestrator(
 
 @pytest.mark.parametrize("name", ["reference", "offline-reference"])
 def test_orchestrator_verifies_a_declared_bundle(store: SQLiteStore, name: str) -> None:
-    """A bundle's own config and retrieval settings serve, with the retrieval hash verified."""
+    """A bundle's own config and retrieval settings are accepted, with the retrieval hash verified.
+
+    Shadow mode: serving live additionally needs a recorded fitness result
+    (tests/test_fitness_enforcement.py).
+    """
     bundle = get_bundle(name)
     offline = get_bundle("offline-reference")
     orchestrator = UtilityAwareOrchestrator(
         store,
-        bundle.config(),
+        bundle.config(shadow=True),
         gap_policy=offline.gap_policy(),
         admission_policy=offline.admission_policy(),
         retrieval_config=bundle.retrieval_config,

@@ -59,7 +59,7 @@ def test_personal_recall_plans_a_gap_with_field_expansion() -> None:
     assert len(decision.gaps) == 1
     query = decision.gaps[0].query.split()
     assert "dentist" in query and "cavities" in query
-    assert decision.policy.endswith("offline@2")
+    assert decision.policy.endswith("offline@3")
 
 
 def test_judge_admits_related_and_rejects_unrelated() -> None:
@@ -98,3 +98,60 @@ def test_judge_redundant_and_empty() -> None:
     assert decision.is_empty
     assert decision.verdicts[0].reason is ReasonCode.REDUNDANT
     assert judge.admit("my dentist?", None, EMPTY, "draft", []).is_empty
+
+
+def test_stem_folds_a_silent_e() -> None:
+    """write / writing and move / moved stem alike."""
+    assert stem("writing") == stem("write") and stem("moved") == stem("move")
+
+
+def test_follow_up_plans_a_task_state_gap() -> None:
+    """A short anaphoric follow-up plans a task_state gap; a named subject does not."""
+    planner = LexicalGapPlanner()
+    gaps = planner.plan("how do I fix it?", None, EMPTY, INVENTORY).gaps
+    assert len(gaps) == 1 and gaps[0].category.value == "task_state"
+    assert "it" in gaps[0].query.split() and "my" in gaps[0].query.split()
+    assert planner.plan("When is the winter solstice this year?", None, EMPTY, INVENTORY).gaps == ()
+    assert LexicalGapPlanner.policy_id.endswith("offline@3")
+
+
+def test_judge_follow_up_admits_the_latest_conversation() -> None:
+    """A follow-up admits the newest session's statements, not an older session's."""
+    old = _record("old", "I planted basil", session="s0", day=1)
+    a = _record("a", "docker run fails: port 5432 is already allocated", session="s1", day=5)
+    b = _record("b", "postgres is installed via brew", session="s1", turn=2, day=5)
+    decision = LexicalAdmissionJudge().admit("how do I fix it?", None, EMPTY, "d", [old, a, b])
+    assert set(decision.admitted) == {"a", "b"}
+
+
+def test_judge_update_in_a_later_session_replaces_the_earlier_record() -> None:
+    """A later statement that says the subject changed is admitted; the earlier is stale."""
+    old = _record("old", "first week at the new job at Deloitte", session="s1", day=1)
+    new = _record("new", "I left Deloitte, starting at Monzo on Monday", session="s2", day=9)
+    decision = LexicalAdmissionJudge().admit("where do I work?", None, EMPTY, "d", [old, new])
+    assert decision.admitted == ("new",)
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert reasons["old"] is ReasonCode.STALE_OR_CONFLICTING
+
+
+def test_judge_same_session_correction_and_instead_of_complement() -> None:
+    """ "sorry, ..." corrects the statement before it; "instead of X" keeps an earlier
+    statement that never mentions X (joint evidence)."""
+    judge = LexicalAdmissionJudge()
+    a = _record("a", "my son is 8 and has a project due Monday", turn=0)
+    b = _record("b", "sorry, he's 9, he had his birthday last week", turn=2)
+    decision = judge.admit("books for my son?", None, EMPTY, "d", [a, b])
+    assert decision.admitted == ("b",)
+    land = _record("land", "off to Reykjavik for work, I land on June 9", session="s1", day=1)
+    back = _record(
+        "back", "Reykjavik trip extended, I now fly home June 16 instead of the 12th", "s2", day=5
+    )
+    decision = judge.admit("how many nights of hotel for my trip?", None, EMPTY, "d", [land, back])
+    assert set(decision.admitted) == {"land", "back"}
+
+
+def test_judge_a_name_is_not_the_common_word() -> None:
+    """ "my mum Rose" does not answer a question about pruning roses."""
+    cand = _record("a", "my mum Rose is turning 70 next month")
+    decision = LexicalAdmissionJudge().admit("When should I prune roses?", None, EMPTY, "d", [cand])
+    assert decision.is_empty
