@@ -42,6 +42,13 @@ from ._errors import (
     UnfittedBundleError,
     UsageError,
 )
+from ._extraction import (
+    ExtractedRecord,
+    ExtractionResult,
+    Extractor,
+    OfflineExtractor,
+    extract_session,
+)
 from ._fitness import (
     FitnessRecord,
     FitnessResult,
@@ -123,6 +130,7 @@ from ._tokens import (
     TokenUnit,
     token_counter,
 )
+from ._typing import Embedder, Reranker, Retriever
 
 __version__ = "0.1.0"
 
@@ -156,9 +164,13 @@ __all__ = [
     "DecisionReport",
     "DecisionStatus",
     "Disposition",
+    "Embedder",
     "EpistemicState",
     "Event",
     "EvidenceRef",
+    "ExtractedRecord",
+    "ExtractionResult",
+    "Extractor",
     "FailureReason",
     "FitnessRecord",
     "FitnessResult",
@@ -175,6 +187,7 @@ __all__ = [
     "LifecycleState",
     "LocalEmbedder",
     "OfflineActivationClassifier",
+    "OfflineExtractor",
     "OfflineLabel",
     "PackMetrics",
     "PackedContext",
@@ -190,9 +203,11 @@ __all__ = [
     "RecordDraft",
     "RecordKind",
     "Redactor",
+    "Reranker",
     "RetoldError",
     "RetrievalConfig",
     "RetrievalResult",
+    "Retriever",
     "ReviewBacklog",
     "ReviewItem",
     "ReviewQueue",
@@ -224,6 +239,7 @@ __all__ = [
     "__version__",
     "check_eligibility",
     "confirmed_evidence",
+    "extract_session",
     "find_supporting_claim",
     "pack",
     "parse_reader",
