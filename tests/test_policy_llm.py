@@ -644,6 +644,9 @@ async def test_reference_bundle_serves_through_the_orchestrator(
             gap_policy=bundle.gap_policy(model),
             admission_policy=bundle.admission_policy(model),
             retrieval_config=bundle.retrieval_config,
+            # This pins the policies inside the orchestrator; the refusal of an unfitted
+            # bundle is pinned in tests/test_fitness_enforcement.py.
+            require_fitness=False,
         )
         decision = await orchestrator.prepare_turn(
             SCOPE,
