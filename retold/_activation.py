@@ -21,9 +21,17 @@ queue), in three steps, each audited as an event on the record:
    exception, malformed output or low confidence creates a review item instead. Actual
    changes go through ``store.set_activation`` (``record.activation_changed``).
 
+Before a committed record is evaluated, :meth:`ActivationPolicy.apply_withdrawals` applies
+the authority rule to withdrawals: a later direct principal statement that takes back a
+response preference ("never mind the bullet points", "let's drop the Hindi thing",
+"actually, don't ...") or contradicts it (same category and topic, opposite negation)
+supersedes it, so it leaves newly assembled profiles at once and is never promoted.
+
 The matching rule of step 2 (:func:`find_supporting_claim`) is lexical and deterministic:
-the turn is split into sentences; a sentence is skipped when it is a question, hypothetical
-("if", "suppose", "imagine", ...), about a third party (third-person pronouns, or a subject
+the turn is split into sentences; a sentence is skipped when it is a question (unless it is
+a standing request such as "can you always ...?" or "could you ... from now on?"),
+hypothetical ("if", "suppose", "imagine", ...; idioms such as "if needed" do not count),
+about a third party (third-person pronouns other than "I find them ...", or a subject
 other than "I" before a reporting/preference verb such as "wants" or "said"), or differs
 from the record in negation. The record's content words (stop words and generic preference
 verbs removed, light suffix stemming) must then be found in the sentence: at least
@@ -332,7 +340,28 @@ _HYPOTHETICAL = frozenset(
     }
 )
 _THIRD_PERSON = frozenset(
-    {"he", "she", "they", "his", "her", "hers", "him", "them", "their", "theirs", "someone"}
+    {"he", "she", "they", "his", "her", "hers", "him", "them", "their", "theirs"}
+)
+# "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
+_IF_IDIOM = re.compile(
+    r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b"
+)
+# "I find them distracting": an object pronoun for the thing the principal judges, not a
+# third party (who would be "I want them to ...", which stays disqualified).
+_THING_PRONOUN = re.compile(
+    r"\bi\s+(?:really\s+|just\s+|honestly\s+)?(?:find|found|hate|dislike|like|love|"
+    r"(?:ca|can) not stand|cannot stand|ignore|skip|miss|skim)\s+them\b(?!\s+to\b)"
+)
+# A polite request phrased as a question ("can you generally ...?", "could you answer me in
+# Japanese from now on?") is a direct instruction when it says the request is standing.
+_REQUEST_QUESTION = re.compile(
+    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well)\W+)*"
+    r"(?:can|could|would|will)\s+you\b"
+)
+_STANDING = re.compile(
+    r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
+    r"every time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
+    r"in all (?:your )?(?:answers|replies|responses))\b"
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
@@ -386,15 +415,23 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
+def _standing_request(sentence: str) -> bool:
+    """A request-question that states a standing instruction ("can you always ...?")."""
+    text = _normalise_text(sentence)
+    return bool(_REQUEST_QUESTION.search(text)) and bool(_STANDING.search(text))
+
+
 def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
-    if sentence.rstrip().endswith("?"):
+    if sentence.rstrip().endswith("?") and not _standing_request(sentence):
         return "question"
-    if any(w in _HYPOTHETICAL for w in words) or "what if" in " ".join(words):
+    unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
+    if any(w in _HYPOTHETICAL for w in unidiomatic) or "what if" in " ".join(words):
         return "hypothetical"
-    if any(w in _THIRD_PERSON for w in words):
+    pronouns = _THING_PRONOUN.sub(" ", " ".join(words)).split()
+    if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
-    for m in _REPORTED.finditer(_normalise_text(sentence)):
+    for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", _normalise_text(sentence))):
         if m.group(1) != "i":
             return "third_party"
     return None
@@ -614,62 +651,158 @@ _LANGUAGES = (
     "english|hindi|spanish|french|german|italian|portuguese|dutch|russian|ukrainian|polish|"
     "czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|persian|farsi|urdu|"
     "bengali|tamil|telugu|marathi|gujarati|punjabi|chinese|mandarin|cantonese|japanese|korean|"
-    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|catalan|welsh|irish"
+    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|catalan|welsh|irish|"
+    # the same languages as their speakers write them (es, pt, fr, de, it, hi in Latin script)
+    "español|espanol|castellano|inglés|ingles|francés|frances|alemán|aleman|italiano|"
+    "portugués|portugues|japonés|japones|chino|português|francês|alemão|espanhol|inglês|"
+    "japonês|français|francais|anglais|espagnol|allemand|italien|portugais|japonais|chinois|"
+    "deutsch|englisch|spanisch|französisch|franzosisch|italienisch|portugiesisch|japanisch|"
+    "chinesisch|hindustani"
 )
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
         r"\b(?:screen ?readers?|dyslexi[ac]\w*|large (?:print|font|text)|bigger (?:font|text)|"
-        r"colou?r ?blind\w*|visually impaired|low vision|blind|deaf|hard of hearing|alt text|"
-        r"captions?|plain language|easy[- ]read|adhd|high contrast)\b"
+        r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
+        r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
+        r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
+        r"easy[- ]read|adhd|high contrast)\b"
     ),
     "response_language": re.compile(
-        rf"\b(?:in|into|using)\s+(?:{_LANGUAGES})\b|\b(?:{_LANGUAGES})\s+only\b"
+        rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{_LANGUAGES})\b|\b(?:{_LANGUAGES})\s+only\b|"
+        rf"\b(?:{_LANGUAGES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
     ),
     "answer_style": re.compile(
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
         r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
-        r"one (?:line|sentence|paragraph)|long(?:er)? answers?)\b"
+        r"one (?:line|sentence|paragraph)|long(?:er)? answers?|"
+        r"numbered|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
+        r"metric|imperial|units?|celsius|fahrenheit|plain text|plain english|prose|headings?|"
+        r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
+        r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
+        r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
+        r"like a friend|friendly|professional)\b"
     ),
 }
 _INJECTION = re.compile(
     r"\b(?:system prompt|prompt|instructions?|ignore|disregard|override|reveal|print\w*|"
     r"developer|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
-    r"pretend you|act as|as root|sudo|credentials?|https?://|www\.)"
+    r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
+    r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)"
 )
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
     r"this (?:week|month|time|chat|conversation|session)|right now|for now|next time|"
-    r"on weekends?|at work|in meetings?|about|regarding|for (?!me\b)\w+)\b"
+    r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
+    r"for (?!(?:me|you|us|everything|all|any|anything|every|good|ever)\b)\w+|"
+    # the same triggers in the other languages the rules read
+    r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
+    r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
+    r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über)\b"
 )
 _HEDGE = re.compile(
-    r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of)\b"
+    r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
+    r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad)\b"
+)
+_INSTRUCTION_VERBS = (
+    r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
+    r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
+    r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
+    r"limit|cut|ditch|lose"
 )
 _IMPERATIVE_START = re.compile(
-    r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on),?\s+)*"
+    r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
     r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
-    r"(?:answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
-    r"make|be|send|show)\b"
+    rf"(?:{_INSTRUCTION_VERBS})\b"
+)
+# An instruction marker anywhere in the sentence ("..., so please always explain things
+# simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
+_INSTRUCTION_ANYWHERE = re.compile(
+    r"\bplease\s+(?:always\s+|never\s+|just\s+|do not\s+|kindly\s+)*[^\W\d_]{2,}|"
+    rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
+    r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
+    r"you never need to)\b|"
+    r"\b(?:respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
+    r"responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
+    r"répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
+    r"schreibe|jawab do|baat karo|likho|bolo)\b|"
+    r"\b(?:siempre|sempre|toujours|immer|por favor|s'il te plaît|s'il vous plaît|bitte|"
+    r"a partir de ahora|de ahora en adelante|à partir de maintenant|a partir de maintenant|"
+    r"désormais|dorénavant|ab jetzt|von nun an|ab sofort|a partir de agora|"
+    r"de agora em diante|daqui (?:pra|para) frente|hamesha|ab se)\b"
 )
 _PREFERENCE_FORM = re.compile(
-    r"\bi(?:'d| would)?\s+(?:really\s+)?(?:like|want|prefer|need|require)\b|"
+    r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
+    r"(?:like|want|prefer|need|require)\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b"
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*)\b"
 )
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*")
+# Retracting an earlier preference rather than stating one: "never mind the bullet points",
+# "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
+_WITHDRAWAL = re.compile(
+    r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
+    r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
+    r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
+    r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
+    r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
+    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
+    r"you can stop|no need (?:to|for) .*\bany ?more|"
+    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
+    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
+)
+_CHANGE_MARKER = re.compile(
+    r"^(?:(?:oh|ok|okay|hmm|um|so|and|well),?\s+)*(?:actually|on second thought|wait|"
+    r"instead|en fait|en realidad|na verdade|eigentlich)\b"
+)
+
+
+def _is_withdrawal(sentence: str) -> bool:
+    """Whether ``sentence`` takes back an earlier preference instead of stating a new one.
+
+    Withdrawal cues ("never mind", "forget ...", "scratch ...", "no longer", "stop replying
+    ...", and their Spanish, Portuguese, French and German forms) or a change-of-mind opener
+    followed by a negation ("actually, don't ...").
+    """
+    text = _normalise_text(sentence)
+    if _WITHDRAWAL.search(text):
+        return True
+    return bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
+
+
+def _explicit_instruction(claim: str) -> bool:
+    """Whether ``claim`` (normalised) is phrased as an instruction to the assistant."""
+    if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim):
+        return True
+    if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
+        return True
+    return any(_IMPERATIVE_START.search(c) for c in _CLAUSE_SPLIT.split(claim) if c)
+
+
+def _categories(claim: str) -> list[str]:
+    """The allowlisted categories whose keywords ``claim`` (normalised) contains."""
+    found = [name for name, pat in _CATEGORY_PATTERNS.items() if pat.search(claim)]
+    # An accessibility need stated together with the formatting it calls for ("I'm blind,
+    # so avoid tables") is one accessibility preference, not two.
+    if "accessibility" in found and set(found) <= {"accessibility", "answer_style"}:
+        return ["accessibility"]
+    return found
 
 
 class OfflineActivationClassifier:
     """A deterministic, rule-based activation classifier for running with no model.
 
     OFFLINE REFERENCE POLICY: lexical rules, not a model. It promotes only explicit,
-    untriggered response instructions whose category its keyword lists recognise, sends
-    anything that looks like an instruction to the model itself (system prompts, tools,
-    secrets, URLs), hedged, multi-category or implicit text to review, and keeps the rest
-    conditional.
+    untriggered response instructions whose category its keyword lists recognise (in
+    English, and for response language also in Spanish, Portuguese, French, German and
+    Hindi in Latin script), sends anything that looks like an instruction to the model
+    itself (system prompts, tools, secrets, URLs, refusals and safety rules), hedged,
+    multi-category or implicit text to review, and keeps withdrawals of an earlier
+    preference, triggered preferences and the rest conditional.
     """
 
     policy_version = "offline-activation-rules/1"
@@ -684,7 +817,11 @@ class OfflineActivationClassifier:
             )
         if _disqualified(request.claim, words) is not None:
             return ActivationProposal(decision="review", confidence=0.9, reason="not_first_person")
-        categories = [name for name, pat in _CATEGORY_PATTERNS.items() if pat.search(claim)]
+        if _is_withdrawal(request.claim):
+            return ActivationProposal(
+                decision="conditional", confidence=0.9, reason="withdraws_preference"
+            )
+        categories = _categories(claim)
         if not categories:
             return ActivationProposal(
                 decision="conditional", confidence=0.9, reason="not_a_response_preference"
@@ -698,14 +835,11 @@ class OfflineActivationClassifier:
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
-        if _TRIGGER.search(claim):
+        if _TRIGGER.search(_IF_IDIOM.sub(" ", claim)):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )
-        explicit = bool(_IMPERATIVE_START.search(claim)) or (
-            bool(_PREFERENCE_FORM.search(claim)) and bool(_RESPONSE_OBJECT.search(claim))
-        )
-        if not explicit:
+        if not _explicit_instruction(claim):
             return ActivationProposal(
                 decision="review", category=category, confidence=0.6, reason="not_explicit"
             )
@@ -715,6 +849,102 @@ class OfflineActivationClassifier:
             confidence=0.9,
             reason="explicit_broad_response_instruction",
         )
+
+
+# -- withdrawal and contradiction ----------------------------------------------------------
+
+#: Words that say how or that something is answered, not what the preference is about; a
+#: withdrawal must share a topic word beyond these with the preference it takes back.
+_GENERIC_TOPIC = frozenset(
+    _stem(w)
+    for w in """
+    answer answers reply replies respond response responses write writing use using give keep
+    make talk speak thing things stuff now again anymore any more actually just let let's ok
+    okay said say mind forget drop scratch stop cancel undo disregard longer need want go back
+    normal normally everything anything something every time please thanks thank instead
+    wait change changed plan me you your thing for time one way can could
+    """.split()
+)
+_CANDIDATE_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A record's host-verified claim and where it was said (for ordering)."""
+
+    text: str
+    order: tuple[datetime, str, int, int]
+
+
+def _topic(text: str) -> set[str]:
+    return _content_stems(text) - _GENERIC_TOPIC
+
+
+def _response_preference(text: str) -> bool:
+    return bool(_categories(_normalise_text(text)))
+
+
+def _withdraws(newer: _Claim, older: _Claim) -> bool:
+    """Whether the principal's claim ``newer`` takes back their earlier claim ``older``.
+
+    Both are host-verified sentences from the principal's own turns, and ``newer`` was said
+    after ``older``. ``older`` must be a response preference (its sentence names an
+    allowlisted category) and the two must share a topic word (generic answer/withdrawal
+    words aside). Then ``newer`` withdraws ``older`` when it carries a withdrawal cue
+    (:func:`_is_withdrawal`), or contradicts it: the same category and topic (the shared
+    words are at least 60% of the smaller topic) with the opposite negation.
+    """
+    if newer.order <= older.order or not _response_preference(older.text):
+        return False
+    new_topic, old_topic = _topic(newer.text), _topic(older.text)
+    shared = new_topic & old_topic
+    if not shared:
+        return False
+    if _is_withdrawal(newer.text):
+        return True
+    new_cats = set(_categories(_normalise_text(newer.text)))
+    old_cats = set(_categories(_normalise_text(older.text)))
+    if not new_cats or new_cats != old_cats:
+        return False
+    if len(shared) < 0.6 * min(len(new_topic), len(old_topic)):
+        return False
+    return _negated(_words(newer.text)) != _negated(_words(older.text))
+
+
+def _direct_claim(store: SQLiteStore, scope: Principal, record: Record) -> _Claim | None:
+    """The record's host-verified claim with its position, when it is a direct statement."""
+    if (
+        record.kind not in SEMANTIC_KINDS
+        or not _about_principal(record, scope)
+        or record.source_type is not SourceType.USER_STATED
+        or record.epistemic not in _DIRECT_EPISTEMIC
+    ):
+        return None
+    evidence = verify_evidence(store, scope, record)
+    if evidence is None:
+        return None
+    turn = store.get_turn(scope, evidence.ref)
+    if turn is None:
+        return None
+    order = (turn.time, turn.session_id, turn.turn_index, evidence.sentence_index)
+    return _Claim(text=evidence.claim, order=order)
+
+
+def _live_preference_candidates(
+    store: SQLiteStore, scope: Principal, *, exclude: str
+) -> list[Record]:
+    """Live direct semantic records of the principal that may withdraw or be withdrawn."""
+    now = store.clock()
+    out: list[Record] = []
+    for record in store.list_records(scope, limit=_CANDIDATE_LIMIT):
+        if record.id == exclude or record.superseded_by or not record.is_live(now):
+            continue
+        if record.kind not in SEMANTIC_KINDS or record.source_type is not SourceType.USER_STATED:
+            continue
+        if record.epistemic not in _DIRECT_EPISTEMIC or not _about_principal(record, scope):
+            continue
+        out.append(record)
+    return out
 
 
 # -- the review queue -------------------------------------------------------------------
@@ -1082,6 +1312,59 @@ class ActivationPolicy:
         """Blocking :meth:`on_record_committed`."""
         return [self.evaluate_sync(scope, rid) for rid in self._apply_authority(scope, record_id)]
 
+    def apply_withdrawals(self, scope: Principal, record_id: str) -> list[str]:
+        """Supersede the response preferences that a direct user statement takes back.
+
+        Part of :meth:`on_record_committed`; see :func:`_withdraws` for the rule. Works in
+        both directions, because a session's records are committed together and evaluated
+        one by one: a newly committed withdrawal supersedes the earlier preferences it takes
+        back, and a newly committed preference that a later statement (already stored)
+        takes back is superseded before it can be evaluated, so it is never promoted.
+        Each superseded record is made conditional (it leaves newly assembled profiles at
+        once) with a ``record.superseded`` event whose reason names the withdrawing record.
+
+        Returns the ids of the records it superseded.
+        """
+        record = self._require(scope, record_id)
+        now = self.store.clock()
+        if not record.is_live(now) or record.superseded_by:
+            return []
+        claim = _direct_claim(self.store, scope, record)
+        if claim is None:
+            return []
+        pairs: list[tuple[Record, Record]] = []  # (withdrawn, by)
+        topic = _topic(record.text) | _topic(claim.text)
+        for other in _live_preference_candidates(self.store, scope, exclude=record.id):
+            if not topic & _topic(other.text):
+                continue  # cheap lexical filter before verifying the other record's evidence
+            other_claim = _direct_claim(self.store, scope, other)
+            if other_claim is None:
+                continue
+            if _withdraws(claim, other_claim):
+                pairs.append((other, record))
+            elif _withdraws(other_claim, claim):
+                pairs.append((record, other))
+        done: list[str] = []
+        for old, by in pairs:
+            if old.id in done:
+                continue
+            self.store.transition(
+                scope,
+                old.id,
+                LifecycleState.SUPERSEDED,
+                actor=self.actor,
+                reason=f"withdrawn_by:{by.id}",
+            )
+            self._set(
+                scope,
+                self._require(scope, old.id),
+                Activation.CONDITIONAL,
+                {"reason": f"withdrawn_by:{by.id}"},
+            )
+            log.info("activation_preference_withdrawn", record_id=old.id, by=by.id)
+            done.append(old.id)
+        return done
+
     def revoke_evidence(
         self, scope: Principal, record_id: str, *, actor: str, reason: str
     ) -> Record:
@@ -1329,6 +1612,7 @@ class ActivationPolicy:
 
     def _apply_authority(self, scope: Principal, record_id: str) -> list[str]:
         """Resolve contradictions of ambient records by new ``record_id``; return survivors."""
+        self.apply_withdrawals(scope, record_id)
         new = self._require(scope, record_id)
         now = self.store.clock()
         contested = [

@@ -387,7 +387,8 @@ _HYPOTHETICAL = re.compile(
 )
 _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
-    r"i prefer|i'd prefer|i like|i love|i hate|i dislike|i can't stand|don't (?:use|give|send)|"
+    r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
+    r"i'd prefer|i can't stand|don't (?:use|give|send)|"
     r"answer me|reply (?:to me )?in|respond in)\b",
     re.I,
 )
@@ -406,6 +407,53 @@ _TASK = re.compile(
 _RELATION = re.compile(
     r"\bmy (wife|husband|partner|boyfriend|girlfriend|son|daughter|kid|kids|mom|mother|dad|father|"
     r"sister|brother|friend|boss|manager|colleague|coworker|dog|cat|landlord|dentist|doctor|therapist)\b",
+    re.I,
+)
+_LANGUAGE_NAMES = (
+    "english|hindi|spanish|french|german|italian|portuguese|dutch|russian|ukrainian|polish|"
+    "czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|persian|farsi|urdu|"
+    "bengali|tamil|telugu|marathi|gujarati|punjabi|chinese|mandarin|cantonese|japanese|korean|"
+    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|catalan|welsh|irish|"
+    "español|espanol|castellano|inglés|ingles|francés|frances|alemán|aleman|italiano|"
+    "portugués|portugues|japonés|japones|chino|português|francês|alemão|espanhol|inglês|"
+    "japonês|français|francais|anglais|espagnol|allemand|italien|portugais|japonais|chinois|"
+    "deutsch|englisch|spanisch|französisch|italienisch|portugiesisch|japanisch|chinesisch"
+)
+# Asking for a response language, in the languages the offline rules read: "reply in Hindi",
+# "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
+# mir auf Deutsch", "Hindi mein jawab do".
+_LANGUAGE_REQUEST = re.compile(
+    rf"\b(?:in|into|en|em|auf|na)\s+(?:{_LANGUAGE_NAMES})\b|"
+    rf"\b(?:{_LANGUAGE_NAMES})\s+(?:only|mein|me)\b",
+    re.I,
+)
+# An instruction to the assistant with no "I" in it ("please always keep sentences short",
+# "from now on please reply in plain text").
+_INSTRUCTION = re.compile(
+    r"^\W*(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|btw|general rule(?: for you)?),?:?\s+)*"
+    r"(?:from now on,?\s+)?(?:please|always|never|don't|do not|kindly)\b|"
+    r"\b(?:from now on|going forward|by default|as a rule|general rule)\b",
+    re.I,
+)
+# A polite request phrased as a question that says it is standing ("can you generally give
+# me answers as bullet points?", "could you answer me in Japanese from now on?").
+_STANDING_REQUEST = re.compile(
+    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well)\W+)*"
+    r"(?:can|could|would|will)\s+you\b.*\b(?:always|generally|in general|from now on|"
+    r"from here on|going forward|by default|every time|all the time|in (?:the )?future|"
+    r"as a rule|for everything)\b",
+    re.I,
+)
+# Taking back an earlier preference ("never mind the bullet points", "let's drop the Hindi
+# thing", "no longer", "stop replying in ...") in the languages the offline rules read.
+_WITHDRAWAL = re.compile(
+    r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
+    r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
+    r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
+    r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
+    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
+    r"ya no|olvida\w*|déjalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
+    r"não precisa mais|vergiss\w*|nicht mehr)\b",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -428,9 +476,17 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
         "answer_style",
     ),
     (
-        re.compile(r"\b(reply|answer|respond|write)(?: to me)? in (?:[a-z]+)\b", re.I),
+        # "reply in plain text" or "write in bullet points" names a format, not a language
+        re.compile(
+            r"\b(reply|answer|respond|write)(?: to me)? in (?!(?:plain|full|short|simple|"
+            r"bullet|markdown|prose|detail|depth|a|an|the|one|two|few|points?|lists?|"
+            r"steps?|words|sentences|paragraphs|order|general|case|future|public|private|"
+            r"person|writing)\b)(?:[a-z]+)\b",
+            re.I,
+        ),
         "response_language",
     ),
+    (_LANGUAGE_REQUEST, "response_language"),
     (
         re.compile(
             r"\b(screen reader|blind|dyslexi\w*|color ?blind|colour ?blind|large text|hard of hearing)\b",
@@ -450,12 +506,33 @@ _STATE_KINDS = {
     "response_language": RecordKind.PREFERENCE,
     "accessibility": RecordKind.PREFERENCE,
 }
+# The same kind of instruction in the other languages the offline rules read (Spanish,
+# Portuguese, French, German, Hindi in Latin script): imperatives and "always"/"from now on".
+_FOREIGN_INSTRUCTION = re.compile(
+    r"\b(?:respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
+    r"responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
+    r"répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
+    r"schreibe|jawab do|baat karo|likho|bolo|siempre|sempre|toujours|immer|por favor|"
+    r"s'il te plaît|s'il vous plaît|bitte|a partir de ahora|de ahora en adelante|"
+    r"à partir de maintenant|a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|"
+    r"ab sofort|a partir de agora|de agora em diante|hamesha|ab se)\b",
+    re.I,
+)
 _MY_NOUN = re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are|was)\b", re.I)
 _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
 
 
-def _attribute(sentence: str) -> str | None:
+# Slugs a sentence gets only when it states a preference: "short answers leave me with more
+# questions" is not an answer-style preference, and "I teach in French" is no language one.
+_PREFERENCE_ONLY = {"answer_style"}
+
+
+def _attribute(sentence: str, preference_like: bool = True) -> str | None:
     for pattern, slug in _ATTRIBUTES:
+        if slug in _PREFERENCE_ONLY and not preference_like:
+            continue
+        if pattern is _LANGUAGE_REQUEST and not preference_like:
+            continue
         if pattern.search(sentence):
             return slug
     m = _MY_NOUN.search(sentence)
@@ -499,13 +576,33 @@ class OfflineExtractor:
             if not is_principal_turn(turn, user):
                 continue
             for sentence in _sentences(turn.text):
-                if len(sentence) < 8 or sentence.endswith("?") or _QUESTION_START.match(sentence):
+                if len(sentence) < 8:
                     continue
-                if not _FIRST_PERSON.search(sentence) and not _STATEMENT.search(sentence):
+                request = bool(_STANDING_REQUEST.search(sentence))
+                instruction = request or bool(
+                    _INSTRUCTION.search(sentence)
+                    or _FOREIGN_INSTRUCTION.search(sentence)
+                    or _PREFERENCE.search(sentence)
+                )
+                withdrawal = bool(_WITHDRAWAL.search(sentence))
+                question = sentence.endswith("?") or (
+                    bool(_QUESTION_START.match(sentence)) and not _INSTRUCTION.match(sentence)
+                )
+                if question and not request:
+                    continue
+                if not (
+                    _FIRST_PERSON.search(sentence)
+                    or _STATEMENT.search(sentence)
+                    or instruction
+                    or withdrawal
+                ):
                     continue
                 hypothetical = bool(_HYPOTHETICAL.search(sentence))
-                attribute = None if hypothetical else _attribute(sentence)
+                preference_like = instruction or withdrawal
+                attribute = None if hypothetical else _attribute(sentence, preference_like)
                 kind = _STATE_KINDS.get(attribute or "", _kind(sentence))
+                if request or withdrawal or _FOREIGN_INSTRUCTION.search(sentence):
+                    kind = RecordKind.PREFERENCE
                 out.append(
                     ExtractedRecord(
                         kind=kind,

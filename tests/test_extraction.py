@@ -207,3 +207,51 @@ def test_killed_extraction_reruns_without_duplicates(tmp_path: Path) -> None:
     texts = [r.text for r in store.list_records(SCOPE)]
     assert len(texts) == len(set(texts)) == len(result.written)
     assert store.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+
+
+def _extracted(text: str) -> list[ExtractedRecord]:
+    turn = TranscriptTurn(session_id="s1", turn_index=0, role=Role.USER, text=text, time=T0)
+    return OfflineExtractor().extract([turn], user=None)
+
+
+@pytest.mark.parametrize(
+    ("text", "attribute"),
+    [
+        ("can you generally give me answers as bullet points?", "answer_style"),
+        ("could you answer me in Japanese from now on?", "response_language"),
+        ("respóndeme siempre en español, por favor", "response_language"),
+        ("fala comigo em português, sempre", "response_language"),
+        ("réponds-moi en français à partir de maintenant", "response_language"),
+        ("antworte mir bitte immer auf Deutsch", "response_language"),
+        ("please always keep sentences short and break things up", None),
+        ("never mind the bullet points thing", "answer_style"),
+    ],
+)
+def test_offline_extractor_keeps_requests_instructions_and_other_languages(
+    text: str, attribute: str | None
+) -> None:
+    """Standing requests, subjectless instructions, withdrawals and non-English preferences."""
+    items = _extracted(text)
+    assert [(i.text, i.kind, i.attribute) for i in items] == [
+        (text, RecordKind.PREFERENCE, attribute)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["could you answer that in French?", "can you help me with my taxes?", "what time is it?"],
+)
+def test_offline_extractor_still_skips_one_off_questions(text: str) -> None:
+    """A question without a standing marker is not a preference."""
+    assert _extracted(text) == []
+
+
+def test_offline_extractor_gives_style_slugs_only_to_preferences() -> None:
+    """'short answers leave me with more questions' is no answer-style statement to supersede by."""
+    items = _extracted(
+        "I actually prefer long, detailed answers, for everything. "
+        "short answers leave me with more questions"
+    )
+    assert [i.attribute for i in items] == ["answer_style", None]
+    assert items[0].kind is RecordKind.PREFERENCE
+    assert _extracted("I reply in plain text at work")[0].attribute is None
