@@ -1354,6 +1354,7 @@ class ActivationPolicy:
                 LifecycleState.SUPERSEDED,
                 actor=self.actor,
                 reason=f"withdrawn_by:{by.id}",
+                superseded_by=by.id,
             )
             self._set(
                 scope,
@@ -1647,6 +1648,7 @@ class ActivationPolicy:
                 LifecycleState.SUPERSEDED,
                 actor=self.actor,
                 reason=f"contradicted_by:{new.id}",
+                superseded_by=new.id,
             )
             self._set(
                 scope,

@@ -277,6 +277,7 @@ class Store(Protocol):
         *,
         actor: str,
         reason: str = "",
+        superseded_by: str | None = None,
     ) -> Record: ...
 
     def set_activation(
@@ -740,27 +741,44 @@ class SQLiteStore:
         *,
         actor: str,
         reason: str = "",
+        superseded_by: str | None = None,
     ) -> Record:
-        """Move a record to another lifecycle state (``deleted`` goes through :meth:`delete`)."""
+        """Move a record to another lifecycle state (``deleted`` goes through :meth:`delete`).
+
+        ``superseded`` needs ``superseded_by``, the id of the record in ``scope`` that
+        replaces it (as a write with ``RecordDraft.supersedes`` records it).
+
+        Raises:
+            InvalidInputError: no such record, a deleted one, or a missing or unknown successor.
+        """
         lifecycle = LifecycleState(lifecycle)
         if lifecycle is LifecycleState.DELETED:
             return self.delete(scope, record_id, actor=actor)
+        if (lifecycle is LifecycleState.SUPERSEDED) != (superseded_by is not None):
+            raise InvalidInputError(
+                "superseded_by", "is required for, and only for, the superseded state"
+            )
         with self.write() as w:
             record = self._require(w, scope, record_id, "id")
             if record.lifecycle is LifecycleState.DELETED:
                 raise InvalidInputError("id", f"record {record_id!r} is deleted")
+            data: dict[str, Any] = {"previous": record.lifecycle.value, "reason": reason}
+            if superseded_by is not None:
+                self._require(w, scope, superseded_by, "superseded_by")
+                data["superseded_by"] = superseded_by
             w.execute(
-                "UPDATE records SET lifecycle = ?, updated_at = ? "
+                "UPDATE records SET lifecycle = ?, superseded_by = ?, updated_at = ? "
                 "WHERE tenant = ? AND principal = ? AND id = ?",
-                [lifecycle.value, iso(w.now), scope.tenant, scope.principal, record_id],
+                [
+                    lifecycle.value,
+                    superseded_by,
+                    iso(w.now),
+                    scope.tenant,
+                    scope.principal,
+                    record_id,
+                ],
             )
-            w.event(
-                scope,
-                f"record.{lifecycle.value}",
-                actor=actor,
-                record_id=record_id,
-                data={"previous": record.lifecycle.value, "reason": reason},
-            )
+            w.event(scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id, data=data)
             return self._require(w, scope, record_id, "id")
 
     def set_activation(

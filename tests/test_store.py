@@ -195,3 +195,21 @@ async def test_async_store_round_trip(store: SQLiteStore, alice: Principal) -> N
     assert [r.id for r, _ in hits] == [rec.id]
     await a.delete(alice, rec.id)
     assert await a.search(alice, "tea") == []
+
+
+def test_transition_to_superseded_names_its_successor(store: SQLiteStore, alice: Principal) -> None:
+    """Superseding by transition needs a successor in scope and records it on the row and event."""
+    old = store.add(alice, RecordDraft(text="reply in Hindi from now on"))
+    new = store.add(alice, RecordDraft(text="drop the Hindi thing"))
+    with pytest.raises(InvalidInputError) as err:
+        store.transition(alice, old.id, LifecycleState.SUPERSEDED, actor="test")
+    assert err.value.field == "superseded_by"
+    with pytest.raises(InvalidInputError):
+        store.transition(
+            alice, old.id, LifecycleState.SUPERSEDED, actor="test", superseded_by="nope"
+        )
+    closed = store.transition(
+        alice, old.id, LifecycleState.SUPERSEDED, actor="test", superseded_by=new.id
+    )
+    assert closed.superseded_by == new.id
+    assert store.events(alice, type="record.superseded")[-1].data["superseded_by"] == new.id
