@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import anyio
 import httpx
@@ -586,7 +586,31 @@ class ChatAdapter(ABC):
         """Close the HTTP client if this adapter created it."""
         await self._http.aclose()
 
+    #: The request path (relative to ``base_url``) chat requests are posted to.
+    endpoint: ClassVar[str] = ""
+
     @abstractmethod
+    def _request_headers(self) -> dict[str, str]:
+        """Per-request headers (authentication is added here, at send time)."""
+
+    @abstractmethod
+    def build_payload(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        response_schema: Mapping[str, Any] | None = None,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> dict[str, Any]:
+        """The provider's request body for one :meth:`complete` call."""
+
+    @abstractmethod
+    def parse_response(self, status: int, body: Any, *, structured: bool = False) -> Completion:
+        """The provider's 2xx body as a :class:`Completion` (raises on a malformed one)."""
+
     async def complete(
         self,
         messages: Sequence[ChatMessage],
@@ -621,6 +645,21 @@ class ChatAdapter(ABC):
             MalformedResponseError: the provider answered with a body we cannot read.
             UsageError: the arguments are inconsistent.
         """
+        payload = self.build_payload(
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_schema=response_schema,
+            json_mode=json_mode,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
+        status, body = await self._http.post_json(
+            self.endpoint, payload, headers=self._request_headers(), deadline=deadline
+        )
+        return self.parse_response(
+            status, body, structured=response_schema is not None or json_mode
+        )
 
 
 def _parse_arguments(raw: str) -> JSONObject | None:

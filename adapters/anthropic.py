@@ -55,6 +55,7 @@ class AnthropicChatAdapter(ChatAdapter):
     """
 
     provider = "anthropic"
+    endpoint = "/v1/messages"
 
     def __init__(
         self,
@@ -250,36 +251,4 @@ class AnthropicChatAdapter(ChatAdapter):
             ),
             model=model if isinstance(model, str) and model else self.model,
             provider=self.provider,
-        )
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice | None = None,
-        response_schema: Mapping[str, Any] | None = None,
-        json_mode: bool = False,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        deadline: float | None = None,
-    ) -> Completion:
-        """Ask the model for one reply; see :meth:`ChatAdapter.complete`."""
-        payload = self.build_payload(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            response_schema=response_schema,
-            json_mode=json_mode,
-            max_tokens=max_tokens,
-            temperature=temperature,
-        )
-        status, body = await self._http.post_json(
-            "/v1/messages",
-            payload,
-            headers=self._request_headers(),
-            deadline=deadline,
-        )
-        return self.parse_response(
-            status, body, structured=response_schema is not None or json_mode
         )

@@ -66,6 +66,7 @@ class OpenAIChatAdapter(ChatAdapter):
     """
 
     provider = "openai"
+    endpoint = "/chat/completions"
 
     def __init__(
         self,
@@ -193,7 +194,7 @@ class OpenAIChatAdapter(ChatAdapter):
 
     # ------------------------------------------------------------------ response
 
-    def parse_response(self, status: int, body: Any) -> Completion:
+    def parse_response(self, status: int, body: Any, *, structured: bool = False) -> Completion:
         """Turn a chat-completions JSON body into a :class:`Completion`."""
         scrub = self._http.scrub
 
@@ -262,33 +263,3 @@ class OpenAIChatAdapter(ChatAdapter):
             model=model if isinstance(model, str) and model else self.model,
             provider=self.provider,
         )
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice | None = None,
-        response_schema: Mapping[str, Any] | None = None,
-        json_mode: bool = False,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        deadline: float | None = None,
-    ) -> Completion:
-        """Ask the model for one reply; see :meth:`ChatAdapter.complete`."""
-        payload = self.build_payload(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            response_schema=response_schema,
-            json_mode=json_mode,
-            max_tokens=max_tokens,
-            temperature=temperature,
-        )
-        status, body = await self._http.post_json(
-            "/chat/completions",
-            payload,
-            headers=self._request_headers(),
-            deadline=deadline,
-        )
-        return self.parse_response(status, body)

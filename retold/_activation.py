@@ -1348,20 +1348,7 @@ class ActivationPolicy:
         for old, by in pairs:
             if old.id in done:
                 continue
-            self.store.transition(
-                scope,
-                old.id,
-                LifecycleState.SUPERSEDED,
-                actor=self.actor,
-                reason=f"withdrawn_by:{by.id}",
-                superseded_by=by.id,
-            )
-            self._set(
-                scope,
-                self._require(scope, old.id),
-                Activation.CONDITIONAL,
-                {"reason": f"withdrawn_by:{by.id}"},
-            )
+            self._supersede(scope, old.id, by.id, f"withdrawn_by:{by.id}")
             log.info("activation_preference_withdrawn", record_id=old.id, by=by.id)
             done.append(old.id)
         return done
@@ -1386,6 +1373,18 @@ class ActivationPolicy:
         if record is None:
             raise InvalidInputError("record_id", f"no record {record_id!r} in this scope")
         return record
+
+    def _supersede(self, scope: Principal, old_id: str, by_id: str, reason: str) -> None:
+        """Close ``old_id`` in favour of ``by_id`` and take it out of ambient activation."""
+        self.store.transition(
+            scope,
+            old_id,
+            LifecycleState.SUPERSEDED,
+            actor=self.actor,
+            reason=reason,
+            superseded_by=by_id,
+        )
+        self._set(scope, self._require(scope, old_id), Activation.CONDITIONAL, {"reason": reason})
 
     def _set(
         self, scope: Principal, record: Record, target: Activation, data: dict[str, Any]
@@ -1642,18 +1641,5 @@ class ActivationPolicy:
             if not (new_is_direct and old.created_at <= new.created_at):
                 survivors.append(old.id)
                 continue
-            self.store.transition(
-                scope,
-                old.id,
-                LifecycleState.SUPERSEDED,
-                actor=self.actor,
-                reason=f"contradicted_by:{new.id}",
-                superseded_by=new.id,
-            )
-            self._set(
-                scope,
-                self._require(scope, old.id),
-                Activation.CONDITIONAL,
-                {"reason": f"contradicted_by:{new.id}"},
-            )
+            self._supersede(scope, old.id, new.id, f"contradicted_by:{new.id}")
         return survivors
