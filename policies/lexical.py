@@ -45,7 +45,32 @@ _STOPWORDS = frozenset(
     """.split()
 )
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9'\-]*")
+# Function words of the other languages the offline rules read (Spanish, Portuguese,
+# French, German, Hindi in Latin script): articles, prepositions, pronouns, copulas and
+# question words carry no topic, so they never make a match on their own.
+_FOREIGN_STOPWORDS = frozenset(
+    """
+    el la los las un una unos unas lo del al de en y o que qué con por para es fue
+    ser estar está están estaba me te se mi mis tu tus su sus yo nosotros cuándo cuando dónde
+    donde cuál cual cuáles quién quien cómo cuánto cuántos cuánta cuántas hay muy más
+    otra vez nuevo le les nos
+    o os as um uma uns umas do da dos das no na nos nas em e é são foi meu minha meus
+    minhas teu tua seu sua eu você voce nós quando onde qual quem quanto quantos quantas
+    le les une des du au aux et ou est sont était je j' tu il elle nous vous mon mes
+    ta tes sa ses moi quand où quel quelle quels quelles qui combien encore fois avec pour
+    der das dem des ein eine einen einem einer und oder ist sind waren ich du er
+    sie es wir ihr mein meine meinen meinem meiner mich mir dein deine wann wo wer wie was
+    welche welcher welches wieviel viele nochmal noch mal wieder am im zum zur mit für von zu
+    soll sollte kann
+    hai hain tha thi the ka ki ke ko se mein aur ya kya kab kahan kaun kaise kitna kitne
+    kitni mera meri mujhe mujhko hum hamara hamari humara humari tum aap tera teri phir
+    dobara abhi bhi nahi nahin ho raha rahi rahe
+    """.split()
+)
+_STOPWORDS = _STOPWORDS | _FOREIGN_STOPWORDS
+
+# Letters of any script (accented words stay whole: "mecánico", "Meeresfrüchte").
+_WORD = re.compile(r"[^\W_](?:[^\W_]|['\-])*")
 
 
 def stem(word: str) -> str:
@@ -83,6 +108,35 @@ _RECALL_CUES = re.compile(
     r"when is my|when's my|how old is my|how many .{1,30} do i|which .{1,30} did i|my usual|"
     r"still|anymore|these days|currently|my current|my new|my old|am i due|"
     r"the \w+'s (?:number|phone|address|email|name))\b",
+    re.I,
+)
+# The same cues in the other languages the offline rules read (Spanish, Portuguese,
+# French, German, Hindi in Latin script): "again", "remember", "I told you", "how many days
+# until", and a question about something in the past ("¿a qué hora era ...?").
+_FOREIGN_RECALL_CUES = re.compile(
+    r"\b(otra vez|de nuevo|outra vez|de novo|encore une fois|à nouveau|nochmal|noch ?mal|"
+    r"schon wieder|phir se|dobara|"
+    r"recuerdas|te acuerdas|acuérdate|lembra|lembras|te souviens|tu te rappelles|rappelle-moi|"
+    r"erinnerst du|erinnere mich|yaad hai|yaad dilao|"
+    r"te dije|te conté|te comenté|eu te disse|te falei|je t'ai dit|hab(?:e)? dir (?:gesagt|erzählt)|"
+    r"bataya tha|"
+    r"cuántos días|cuantos dias|cuánto falta|quantos dias|quanto falta|combien de jours|"
+    r"wie viele tage|wie lange noch|kitne din|kitna time|"
+    r"(?:qué|que|cuándo|cuando|dónde|donde|cuál|cual|quién|quien|cómo|como|a qué hora|"
+    r"quando|onde|qual|quem|a que horas|quand|où|quel|quelle|qui|wann|wo|wer|wie|welche[rs]?|"
+    r"um wie viel uhr)\s+(?:era|eran|fue|fueron|foi|eram|était|c'était|war|waren)|"
+    r"(?:kab|kahan|kya|kaun|kitne|kitni|kaisa|kaisi)\b.{0,30}\b(?:tha|thi|the)"
+    r")\b",
+    re.I,
+)
+# First-person pronouns and possessives in those languages ("mi", "meu", "mon", "mein",
+# "mera"); "main" and "mere" are left out because they are ordinary English words.
+_FOREIGN_FIRST_PERSON = re.compile(
+    r"\b(yo|mi|mis|mío|mía|míos|mías|conmigo|nosotros|nosotras|nuestro|nuestra|nuestros|"
+    r"nuestras|eu|meu|minha|meus|minhas|comigo|nós|nosso|nossa|nossos|nossas|"
+    r"je|j'|moi|mon|ma|mes|nous|notre|nos|"
+    r"ich|mein|meine|meinen|meinem|meiner|mich|mir|wir|unser|unsere|unseren|unserem|uns|"
+    r"mera|meri|mujhe|mujhko|hum|hamara|hamari|humara|humari|hamare|humare)\b",
     re.I,
 )
 # Requests whose best answer depends on the user's own constraints and circumstances.
@@ -198,6 +252,8 @@ _FIELD_GROUPS: tuple[str, ...] = (
     "smoking quit drinking sober",
     "move moving packing boxes",
     "password account login manager",
+    "diy drill drilling nail nails screw screws hammer hang hanging mount mounting shelf "
+    "shelves mirror picture frame hook hooks wall walls",
 )
 _FIELDS: tuple[frozenset[str], ...] = tuple(
     frozenset(stem(w) for w in group.split()) for group in _FIELD_GROUPS
@@ -294,7 +350,11 @@ def _follow_up(turn: str) -> bool:
 
 
 def _personal(turn: str) -> bool:
-    return bool(_FIRST_PERSON.search(turn) or _NAMED_POSSESSIVE.search(turn))
+    return bool(
+        _FIRST_PERSON.search(turn)
+        or _FOREIGN_FIRST_PERSON.search(turn)
+        or _NAMED_POSSESSIVE.search(turn)
+    )
 
 
 class LexicalGapPlanner:
@@ -335,7 +395,7 @@ class LexicalGapPlanner:
             return GapDecision(gaps=(gap,), policy=self.policy_id)
         terms = content_terms(turn)
         personal = _personal(turn)
-        recall = bool(_RECALL_CUES.search(turn))
+        recall = bool(_RECALL_CUES.search(turn) or _FOREIGN_RECALL_CUES.search(turn))
         personalise = bool(_PERSONALISE_CUES.search(turn))
         if not (personal or recall or personalise):
             return GapDecision(policy=self.policy_id)
@@ -358,11 +418,12 @@ class LexicalGapPlanner:
         return GapDecision(gaps=gaps, policy=self.policy_id)
 
 
-# A later statement that changes an earlier one ("I left X", "now", "switched to", "gave up").
+# A later statement that changes an earlier one ("I left X", "now", "switched to", "gave up",
+# a birth that ends an "expecting").
 _CHANGE_CUES = re.compile(
     r"\b(now|new|no longer|anymore|instead|switch\w*|moved|left|quit|chang\w*|cancel\w*|"
     r"actually|update\w*|broke up|again|start\w*|gave up|replac\w*|down to|up to|"
-    r"took over|not any ?more|got the)\b",
+    r"took over|not any ?more|got the|born)\b",
     re.I,
 )
 # A correction of what the user just said in the same conversation.

@@ -385,6 +385,77 @@ _QUESTION_START = re.compile(
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
 )
+# Hypothetical whatever the rest of the sentence says.
+_HYPOTHETICAL_ALWAYS = re.compile(
+    r"\b(i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
+)
+# A conditional clause: "if I/we ..." up to the next comma, semicolon or dash (or the end).
+_IF_CLAUSE = re.compile(r"\bif (?:i|we)\b[^,;:\u2014]*", re.I)
+# A main clause that reports something done ("negotiated the rent down ..., did it"): a
+# past-tense verb and no modal that would make it about what might happen.
+_PAST_ACTION = re.compile(
+    r"\b(?:[a-z]{3,}ed|did|got|bought|went|left|took|made|gave|sent|had|met|paid|sold|won|"
+    r"lost|found|began|signed|agreed|told|said|ran|came|kept|held|chose|wrote|spoke|sat)\b",
+    re.I,
+)
+_MODAL = re.compile(
+    r"\b(?:would|could|should|will|shall|might|may|can|i'd|we'd|i'll|we'll|wo?n't|'d|'ll|"
+    r"gonna|going to|want to|wanna|plan to|hope to)\b|'d\b|'ll\b",
+    re.I,
+)
+
+
+def _is_hypothetical(sentence: str) -> bool:
+    """Conditional or speculative, unless the main clause reports a completed action.
+
+    "If I get the job I'd move" and "if we win, we will celebrate" are hypothetical; in
+    "negotiated the rent down to 1,780 if I sign for two years, did it" the condition only
+    qualifies an action the user already took, so the sentence is asserted.
+    """
+    if _HYPOTHETICAL_ALWAYS.search(sentence):
+        return True
+    if not _HYPOTHETICAL.search(sentence):
+        return False
+    main = _IF_CLAUSE.sub(" ", sentence)
+    return not (_PAST_ACTION.search(main) and not _MODAL.search(main))
+
+
+# Interjections that say nothing about the user ("thanks!", "wow!", "ugh.").
+_INTERJECTION = re.compile(
+    r"^\W*(?:hi|hey|hello|thanks|thank you|thx|ty|ok|okay|yes|yeah|yep|no|nope|nah|wow|yay|"
+    r"ugh|oops|sorry|lol|haha|hmm|oh|ah|cool|great|nice|sure|well|so|bye)\W*$",
+    re.I,
+)
+
+
+def _joined_fragments(sentences: list[str]) -> list[str]:
+    """A fragment too short to stand alone ("booked!", "done.") is kept with the sentence
+    after it: "booked! SK983 Copenhagen to Tokyo" says what the code is about. Questions and
+    interjections ("thanks!", "wow!") stay on their own."""
+    out: list[str] = []
+    pending = ""
+    for sentence in sentences:
+        if pending:
+            sentence = f"{pending} {sentence}"
+            pending = ""
+        if len(sentence) < 8 and not sentence.endswith("?") and not _INTERJECTION.match(sentence):
+            pending = sentence
+            continue
+        out.append(sentence)
+    if pending:
+        out.append(pending)
+    return out
+
+
+# A rule or constraint the user reports without "I" or "my" ("landlord's rule: absolutely
+# no drilling into the walls", "no pets allowed", "smoking is not permitted").
+_RULE = re.compile(
+    r"\b(?:[a-z]+'s? (?:rules?|policy|policies)|house rules?|rules? (?:is|are|says?)|"
+    r"(?:absolutely|strictly|definitely) no|no [a-z]+(?: [a-z]+)? (?:allowed|permitted)|"
+    r"(?:is|are) not (?:allowed|permitted)|(?:isn't|aren't) (?:allowed|permitted)|"
+    r"(?:forbidden|prohibited|banned))\b|^\W*rules?\s*:",
+    re.I,
+)
 _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
     r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
@@ -575,7 +646,7 @@ class OfflineExtractor:
         for turn in turns:
             if not is_principal_turn(turn, user):
                 continue
-            for sentence in _sentences(turn.text):
+            for sentence in _joined_fragments(_sentences(turn.text)):
                 if len(sentence) < 8:
                     continue
                 request = bool(_STANDING_REQUEST.search(sentence))
@@ -595,9 +666,10 @@ class OfflineExtractor:
                     or _STATEMENT.search(sentence)
                     or instruction
                     or withdrawal
+                    or _RULE.search(sentence)
                 ):
                     continue
-                hypothetical = bool(_HYPOTHETICAL.search(sentence))
+                hypothetical = _is_hypothetical(sentence)
                 preference_like = instruction or withdrawal
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
                 kind = _STATE_KINDS.get(attribute or "", _kind(sentence))

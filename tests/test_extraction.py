@@ -255,3 +255,58 @@ def test_offline_extractor_gives_style_slugs_only_to_preferences() -> None:
     assert [i.attribute for i in items] == ["answer_style", None]
     assert items[0].kind is RecordKind.PREFERENCE
     assert _extracted("I reply in plain text at work")[0].attribute is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "update: negotiated the rent down to 1,780 if I sign for two years, did it",
+        "If I remember correctly, I started there in 2019",
+    ],
+)
+def test_a_condition_on_a_completed_action_is_asserted(text: str) -> None:
+    """A conditional clause whose main clause reports something done is not hypothetical."""
+    from retold import EpistemicState
+
+    items = _extracted(text)
+    assert [(i.text, i.epistemic) for i in items] == [(text, EpistemicState.ASSERTED)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If I get the job I'd move to Berlin",
+        "if we win the bid, we will celebrate",
+        "If I moved to Berlin I would need a visa",
+        "I told him I'd do it if I got paid",
+        "I might have left my keys at work",
+    ],
+)
+def test_conditionals_about_what_might_happen_stay_hypothetical(text: str) -> None:
+    """A modal in the main clause (or a speculative word) keeps the sentence hypothetical."""
+    from retold import EpistemicState
+
+    items = _extracted(text)
+    assert [i.epistemic for i in items] == [EpistemicState.HYPOTHETICAL]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "landlord's rule: absolutely no drilling into the walls",
+        "no pets allowed in the building",
+        "smoking is not permitted on the balcony",
+    ],
+)
+def test_rules_without_first_person_are_kept(text: str) -> None:
+    """A rule or constraint the user reports is a statement even without "I" or "my"."""
+    assert [i.text for i in _extracted(text)] == [text]
+
+
+def test_short_fragment_is_kept_with_the_next_sentence() -> None:
+    """ "booked!" says what the next sentence is about; interjections stay apart."""
+    items = _extracted("booked! SK983 Copenhagen to Tokyo, leaves June 3rd at 16:10")
+    assert [i.text for i in items] == [
+        "booked! SK983 Copenhagen to Tokyo, leaves June 3rd at 16:10"
+    ]
+    assert [i.text for i in _extracted("thanks! I live in Lisbon.")] == ["I live in Lisbon."]

@@ -155,3 +155,55 @@ def test_judge_a_name_is_not_the_common_word() -> None:
     cand = _record("a", "my mum Rose is turning 70 next month")
     decision = LexicalAdmissionJudge().admit("When should I prune roses?", None, EMPTY, "d", [cand])
     assert decision.is_empty
+
+
+def test_other_languages_plan_gaps_from_first_person_and_recall_cues() -> None:
+    """Possessives, pronouns and recall cues in Spanish, Portuguese, French, German and
+    Hindi in Latin script plan a gap; accented words stay whole in the query."""
+    planner = LexicalGapPlanner()
+    for turn in (
+        "¿A qué hora era lo del mecánico?",
+        "Was soll ich am Samstag kochen?",
+        "kitne din bache hain exam mein?",
+        "¿Cuándo es la cita de mi hija?",
+        "qual é o endereço da minha irmã?",
+        "c'est quand, mon rendez-vous chez le dentiste?",
+        "wann ist der Termin nochmal?",
+        "mera flight kab hai?",
+        "dime otra vez el nombre del restaurante",
+    ):
+        assert len(planner.plan(turn, None, EMPTY, INVENTORY).gaps) == 1, turn
+    query = planner.plan("¿A qué hora era lo del mecánico?", None, EMPTY, INVENTORY).gaps[0].query
+    assert "mecánico" in query.split() and "del" not in query.split()
+    assert content_terms("mein Kumpel verträgt keine Meeresfrüchte") == [
+        "kumpel",
+        "verträgt",
+        "kein",
+        "meeresfrücht",
+    ]
+
+
+def test_english_words_are_not_taken_for_foreign_cues() -> None:
+    """ "main", "mere" and "war" stay ordinary English words: no gap, still content terms."""
+    planner = LexicalGapPlanner()
+    for turn in ("What's the main cause of the French Revolution?", "Is a mere cold contagious?"):
+        assert planner.plan(turn, None, EMPTY, INVENTORY).gaps == ()
+    assert "war" in content_terms("the cats declared war on the tree")
+
+
+def test_judge_a_birth_updates_an_expecting_statement() -> None:
+    """A later statement that a baby was born makes the earlier "expecting" stale."""
+    old = _record("old", "my wife and I are expecting our first, due August 22", "s1", day=1)
+    new = _record("new", "she's here!! Yasmin, born on the 23rd, 3.4kg", "s2", day=9)
+    decision = LexicalAdmissionJudge().admit(
+        "how many hours of sleep should my baby be getting?", None, EMPTY, "d", [old, new]
+    )
+    assert decision.admitted == ("new",)
+
+
+def test_a_diy_question_finds_a_rule_about_the_walls() -> None:
+    """Hanging things on a wall and drilling share an everyday field."""
+    rule = _record("a", "landlord's rule: absolutely no drilling into the walls")
+    turn = "How do I hang a big mirror in my hallway?"
+    assert "drilling" in LexicalGapPlanner().plan(turn, None, EMPTY, INVENTORY).gaps[0].query
+    assert LexicalAdmissionJudge().admit(turn, None, EMPTY, "d", [rule]).admitted == ("a",)
