@@ -437,7 +437,7 @@ class HybridRetriever:
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
             t0 = time.perf_counter()
-            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits)
+            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits, limit)
             timings["session"] = (time.perf_counter() - t0) * 1000
         if cfg.backfill and hits and len(hits) < limit:
             hits = await anyio.to_thread.run_sync(self._backfill, scope, now, hits, limit)
@@ -647,11 +647,16 @@ class HybridRetriever:
             head[i].paths.add("rerank")
         return self._sort(head) + tail
 
-    def _expand_sessions(self, scope: Principal, now: datetime, hits: list[_Hit]) -> list[_Hit]:
+    def _expand_sessions(
+        self, scope: Principal, now: datetime, hits: list[_Hit], limit: int
+    ) -> list[_Hit]:
         """Add the turns around the top results, scored trigger * decay**distance.
 
         A turn another stage found keeps its own score and gains the ``session`` path.
         Sessions are read in one query, so the cost does not grow with the trigger count.
+        Only neighbours that can still reach the top ``limit`` are read in full: one scoring
+        below the ``limit``-th best score can never be returned, and when there are at least
+        ``limit`` hits either way no backfill runs, so the result is unchanged.
         """
         cfg = self.config
         by_id = {h.record.id: h for h in hits}
@@ -685,6 +690,10 @@ class HybridRetriever:
                             by_id[rid].paths.add("session")
                         elif score > inherited.get(rid, 0.0):
                             inherited[rid] = score
+        if len(by_id) + len(inherited) > limit:
+            scores = sorted([h.score for h in by_id.values()] + list(inherited.values()))
+            floor = scores[-limit]
+            inherited = {rid: s for rid, s in inherited.items() if s >= floor}
         if inherited:
             new = sorted(inherited)
             marks = ", ".join("?" for _ in new)
