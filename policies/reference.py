@@ -18,7 +18,8 @@ A bundle's **manifest** is ``{"name", "components", "retrieval_config_sha256",
   plus the hashes of what decides its behaviour: for a model-backed policy its rendered
   prompt, its response schema and the source of ``llm.py`` (which renders the inputs and
   validates the reply); for a deterministic policy the full source text of the module
-  holding its rules (``lexical.py``, ``retold/_activation.py``, ``retold/_extraction.py``),
+  holding its rules (``lexical.py``, ``retold/_activation.py``, ``retold/_extraction.py``,
+  plus the vocabulary the last two share, ``retold/_lexicon.py``),
   so editing any rule, or anything else in that module, changes the hash; for the taxonomy
   its data; for the inventory builder the source of ``store_inventory`` and its
   kind-to-category map. Source is hashed with line endings normalised to ``\\n``;
@@ -106,13 +107,19 @@ def _split_policy_id(policy_id: str) -> tuple[str, str]:
     return name, version or "0"
 
 
-def _module_identity(ident: str, version: str, package: str, resource: str) -> dict[str, Any]:
-    return {
+def _module_identity(
+    ident: str, version: str, package: str, resource: str, *shared: str
+) -> dict[str, Any]:
+    """Identity of a deterministic policy: its rules module and any shared vocabulary."""
+    identity: dict[str, Any] = {
         "id": ident,
         "version": version,
         "source": f"{package}/{resource}",
         "source_sha256": resource_sha256(package, resource),
     }
+    if shared:
+        identity["shared_sha256"] = {name: resource_sha256(package, name) for name in shared}
+    return identity
 
 
 def _llm_identities() -> dict[str, dict[str, Any]]:
@@ -136,9 +143,14 @@ def _offline_identities() -> dict[str, dict[str, Any]]:
             cls_version or "0",
             "retold",
             "_activation.py",
+            "_lexicon.py",
         ),
         "extractor": _module_identity(
-            OfflineExtractor.name, OfflineExtractor.version, "retold", "_extraction.py"
+            OfflineExtractor.name,
+            OfflineExtractor.version,
+            "retold",
+            "_extraction.py",
+            "_lexicon.py",
         ),
     }
 

@@ -57,6 +57,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import InvalidInputError, UsageError
+from ._lexicon import LANGUAGE_NAMES
 from ._records import (
     SEMANTIC_KINDS,
     Activation,
@@ -647,18 +648,6 @@ def confirmed_evidence(
 
 # -- the offline classifier -------------------------------------------------------------
 
-_LANGUAGES = (
-    "english|hindi|spanish|french|german|italian|portuguese|dutch|russian|ukrainian|polish|"
-    "czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|persian|farsi|urdu|"
-    "bengali|tamil|telugu|marathi|gujarati|punjabi|chinese|mandarin|cantonese|japanese|korean|"
-    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|catalan|welsh|irish|"
-    # the same languages as their speakers write them (es, pt, fr, de, it, hi in Latin script)
-    "español|espanol|castellano|inglés|ingles|francés|frances|alemán|aleman|italiano|"
-    "portugués|portugues|japonés|japones|chino|português|francês|alemão|espanhol|inglês|"
-    "japonês|français|francais|anglais|espagnol|allemand|italien|portugais|japonais|chinois|"
-    "deutsch|englisch|spanisch|französisch|franzosisch|italienisch|portugiesisch|japanisch|"
-    "chinesisch|hindustani"
-)
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
         r"\b(?:screen ?readers?|dyslexi[ac]\w*|large (?:print|font|text)|bigger (?:font|text)|"
@@ -668,8 +657,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"easy[- ]read|adhd|high contrast)\b"
     ),
     "response_language": re.compile(
-        rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{_LANGUAGES})\b|\b(?:{_LANGUAGES})\s+only\b|"
-        rf"\b(?:{_LANGUAGES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
+        rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
     ),
     "answer_style": re.compile(
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"

@@ -22,6 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import InvalidInputError
+from ._lexicon import LANGUAGE_NAMES
 from ._records import (
     SEMANTIC_KINDS,
     Activation,
@@ -480,22 +481,12 @@ _RELATION = re.compile(
     r"sister|brother|friend|boss|manager|colleague|coworker|dog|cat|landlord|dentist|doctor|therapist)\b",
     re.I,
 )
-_LANGUAGE_NAMES = (
-    "english|hindi|spanish|french|german|italian|portuguese|dutch|russian|ukrainian|polish|"
-    "czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|persian|farsi|urdu|"
-    "bengali|tamil|telugu|marathi|gujarati|punjabi|chinese|mandarin|cantonese|japanese|korean|"
-    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|catalan|welsh|irish|"
-    "español|espanol|castellano|inglés|ingles|francés|frances|alemán|aleman|italiano|"
-    "portugués|portugues|japonés|japones|chino|português|francês|alemão|espanhol|inglês|"
-    "japonês|français|francais|anglais|espagnol|allemand|italien|portugais|japonais|chinois|"
-    "deutsch|englisch|spanisch|französisch|italienisch|portugiesisch|japanisch|chinesisch"
-)
 # Asking for a response language, in the languages the offline rules read: "reply in Hindi",
 # "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
 # mir auf Deutsch", "Hindi mein jawab do".
 _LANGUAGE_REQUEST = re.compile(
-    rf"\b(?:in|into|en|em|auf|na)\s+(?:{_LANGUAGE_NAMES})\b|"
-    rf"\b(?:{_LANGUAGE_NAMES})\s+(?:only|mein|me)\b",
+    rf"\b(?:in|into|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|"
+    rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me)\b",
     re.I,
 )
 # An instruction to the assistant with no "I" in it ("please always keep sentences short",
