@@ -24,7 +24,6 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 import anyio
@@ -34,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retold._activation import ActivationPolicy
 from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
-from retold._errors import AdapterHTTPError, UsageError
+from retold._errors import UsageError
 from retold._extraction import ExtractionResult, Extractor, extract_session
 from retold._orchestrator import (
     GenerationRequest,
@@ -45,7 +44,7 @@ from retold._orchestrator import (
 from retold._packing import PackingConfig, pack
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._profile import ProfileAssembler
-from retold._records import Principal, ProfileBlock, Role, TranscriptTurn
+from retold._records import Principal, ProfileBlock, Role, TranscriptTurn, UtcDatetime
 from retold._retrieval import HybridRetriever
 from retold._store import SQLiteStore
 from retold._tokens import TokenCounter, token_counter
@@ -108,8 +107,8 @@ class MemorySearchArgs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     query: str = Field(min_length=1, max_length=1000)
-    since: datetime | None = None
-    until: datetime | None = None
+    since: UtcDatetime | None = None
+    until: UtcDatetime | None = None
     limit: int = Field(default=8, ge=1, le=20)
 
 
@@ -411,30 +410,28 @@ class MemoryChat:
         calls: list[ToolCall],
     ) -> str:
         tools = [MEMORY_SEARCH_TOOL] if self._tools_offered else None
-        for _round in range(self.max_tool_rounds + 1):
-            last = _round == self.max_tool_rounds
+        rounds = 0
+        while True:
+            last = rounds == self.max_tool_rounds
             completion: Completion = await self.model.complete(
                 messages, tools=tools, tool_choice=("none" if last else "auto") if tools else None
             )
-            if not completion.tool_calls or tools is None:
+            # After the last round the answer is whatever text came back: a model that
+            # still asks for tools is not given them again.
+            if not completion.tool_calls or tools is None or last:
                 return completion.text
+            rounds += 1
             messages.append(completion.to_message())
             for call in completion.tool_calls:
                 calls.append(call)
-                messages.append(
-                    ChatMessage.tool_result(
-                        call, *await self._run_tool(scope, session_id, turn_index, call)
-                    )
-                )
-        raise AdapterHTTPError(
-            0, "", "the model kept calling tools after it was told not to"
-        )  # pragma: no cover
+                result = await self._run_tool(scope, session_id, turn_index, call)
+                messages.append(ChatMessage.tool_result(call, result))
 
     async def _run_tool(
         self, scope: Principal, session_id: str, turn_index: int, call: ToolCall
-    ) -> tuple[str]:
+    ) -> str:
         if call.name != MEMORY_SEARCH_TOOL.name:
-            return (f"error: unknown tool {call.name!r}",)
+            return f"error: unknown tool {call.name!r}"
         try:
             args = MemorySearchArgs.model_validate(
                 call.arguments if call.arguments is not None else {"_": call.raw_arguments}
@@ -442,10 +439,8 @@ class MemoryChat:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
-            return (
-                f"error: invalid arguments ({where}: {first.get('msg')}); scope is never an argument",
-            )
-        return (await self._search_text(scope, session_id, turn_index, args, origin="model_tool"),)
+            return f"error: invalid arguments ({where}: {first.get('msg')}); scope is never an argument"
+        return await self._search_text(scope, session_id, turn_index, args, origin="model_tool")
 
     async def _search_text(
         self,
@@ -466,14 +461,8 @@ class MemoryChat:
             c
             for c in found
             if c.record.scope == scope  # defence in depth: the retriever already filters in SQL
-            and (
-                args.since is None
-                or (c.record.event_time or c.record.created_at) >= _aware(args.since)
-            )
-            and (
-                args.until is None
-                or (c.record.event_time or c.record.created_at) < _aware(args.until)
-            )
+            and (args.since is None or (c.record.event_time or c.record.created_at) >= args.since)
+            and (args.until is None or (c.record.event_time or c.record.created_at) < args.until)
         ][: args.limit]
         packed = pack(
             kept, budget=self.search_budget_tokens, counter=self.counter, config=PackingConfig()
@@ -519,12 +508,6 @@ class MemoryChat:
         result = await self.extract(scope, session_id)
         await self.forget(scope, session_id)
         return result
-
-
-def _aware(value: datetime) -> datetime:
-    from retold._records import utc
-
-    return utc(value)
 
 
 def _messages(

@@ -219,3 +219,17 @@ async def test_fact_from_session_one_is_used_in_session_three(
     [admitted] = [store.get(MAYA, rid) for rid in decision.admitted_ids]
     assert admitted is not None and admitted.evidence[0].session_id == "s1"
     assert len(AuditLog(store).decision_rows(tenant="acme", principal="maya")) == 3
+
+
+@pytest.mark.anyio
+async def test_tool_loop_ends_even_if_the_model_ignores_tool_choice(
+    store: SQLiteStore, loopback: LoopbackServer, adapter: OpenAIChatAdapter
+) -> None:
+    """A model that asks for tools after being told not to gets no more: its text is the answer."""
+    loopback.chat_completions.respond_with(
+        openai_chat("still asking", tool_calls=[tool_call("memory_search", {"query": "x"})])
+    )
+    chat = make_chat(store, model=adapter, memory_mode="tool_only", max_tool_rounds=1)
+    reply = await chat.turn(MAYA, "s1", "loop forever")
+    assert reply.response == "still asking" and len(reply.tool_calls) == 1
+    assert len(loopback.chat_completions.requests) == 2
