@@ -35,6 +35,7 @@ from .chat import MEMORY_SEARCH_TOOL, CallbackModel, ChatReply, MemoryChat, Memo
 from .local import OfflineResponder
 from .openai import OpenAIChatAdapter
 from .openai_embeddings import OpenAIEmbedder
+from .rerank import HTTPReranker
 
 __all__ = [
     "MEMORY_SEARCH_TOOL",
@@ -45,6 +46,7 @@ __all__ = [
     "ChatMessage",
     "ChatReply",
     "Completion",
+    "HTTPReranker",
     "MalformedResponseError",
     "MemoryChat",
     "MemorySearchArgs",
