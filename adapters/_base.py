@@ -524,7 +524,49 @@ class _HTTPSession:
 # --------------------------------------------------------------------------- adapter base
 
 
-class ChatAdapter(ABC):
+class _HTTPClientOwner:
+    """Lifecycle shared by every HTTP client here: an async context manager over one session.
+
+    An injected ``httpx.AsyncClient`` is borrowed and never closed; one the session created
+    itself is closed by :meth:`aclose` (or on leaving ``async with``). The repr names the
+    model and endpoint and says only whether an API key is set.
+    """
+
+    model: str
+    _http: _HTTPSession
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint root requests go to."""
+        return self._http.base_url
+
+    def _repr_fields(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        key = "set" if self._http.api_key is not None else "none"
+        return (
+            f"{type(self).__name__}(model={self.model!r}{self._repr_fields()}, "
+            f"base_url={self.base_url!r}, api_key=<{key}>)"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object created it."""
+        await self._http.aclose()
+
+
+class ChatAdapter(_HTTPClientOwner, ABC):
     """A chat model behind one provider-neutral async method, :meth:`complete`.
 
     Use it as an async context manager (``async with OpenAIChatAdapter(...) as model:``)
@@ -558,33 +600,6 @@ class ChatAdapter(ABC):
             read_timeout=read_timeout,
             retry=retry or RetryPolicy(),
         )
-
-    @property
-    def base_url(self) -> str:
-        """The endpoint root requests go to."""
-        return self._http.base_url
-
-    def __repr__(self) -> str:
-        key = "set" if self._http.api_key is not None else "none"
-        return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
-            f"api_key=<{key}>)"
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it."""
-        await self._http.aclose()
 
     #: The request path (relative to ``base_url``) chat requests are posted to.
     endpoint: ClassVar[str] = ""

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
 from retold._errors import UsageError
 
-from ._base import RetryPolicy, _HTTPSession, _malformed
+from ._base import RetryPolicy, _HTTPClientOwner, _HTTPSession, _malformed
 from .openai import DEFAULT_OPENAI_BASE_URL
 
 __all__ = ["OpenAIEmbedder"]
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_HTTPClientOwner):
     """Embeddings over the OpenAI wire protocol (OpenAI, vLLM, Ollama ``/v1``, LM Studio, llama.cpp).
 
     Satisfies :class:`retold.Embedder`. Inputs are sent in batches of ``batch_size``; every
@@ -91,32 +90,8 @@ class OpenAIEmbedder:
         """Length of every returned vector."""
         return self._dimensions
 
-    @property
-    def base_url(self) -> str:
-        """The endpoint root requests go to."""
-        return self._http.base_url
-
-    def __repr__(self) -> str:
-        key = "set" if self._http.api_key is not None else "none"
-        return (
-            f"OpenAIEmbedder(model={self.model!r}, dimensions={self._dimensions}, "
-            f"base_url={self.base_url!r}, api_key=<{key}>)"
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this embedder created it."""
-        await self._http.aclose()
+    def _repr_fields(self) -> str:
+        return f", dimensions={self._dimensions}"
 
     def _request_headers(self) -> dict[str, str]:
         headers = dict(self._headers)

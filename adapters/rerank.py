@@ -16,21 +16,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx
 
 from retold._errors import UsageError
 
-from ._base import RetryPolicy, _HTTPSession, _malformed
+from ._base import RetryPolicy, _HTTPClientOwner, _HTTPSession, _malformed
 
 __all__ = ["HTTPReranker"]
 
 RerankFormat = Literal["cohere", "tei"]
 
 
-class HTTPReranker:
+class HTTPReranker(_HTTPClientOwner):
     """Scores (query, text) pairs with a hosted cross-encoder.
 
     Args:
@@ -75,27 +74,8 @@ class HTTPReranker:
     def model_id(self) -> str:
         return f"{self.wire_format}:{self.model}"
 
-    def __repr__(self) -> str:
-        key = "set" if self._http.api_key is not None else "none"
-        return (
-            f"HTTPReranker(model={self.model!r}, wire_format={self.wire_format!r}, "
-            f"base_url={self._http.base_url!r}, api_key=<{key}>)"
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this reranker created it."""
-        await self._http.aclose()
+    def _repr_fields(self) -> str:
+        return f", wire_format={self.wire_format!r}"
 
     def _headers(self) -> dict[str, str]:
         if self._http.api_key is None:
