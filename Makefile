@@ -16,9 +16,9 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check retold adapters policies tests examples
-	$(BIN)/ruff format --check retold adapters policies tests examples
-	$(BIN)/mypy
+	$(BIN)/ruff check retold adapters policies tests examples tools
+	$(BIN)/ruff format --check retold adapters policies tests examples tools
+	$(BIN)/python tools/typecheck.py
 
 test: lint
 	$(BIN)/pytest -q

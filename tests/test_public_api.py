@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import retold
 
@@ -40,3 +44,34 @@ def test_distribution_has_no_generic_top_level_modules() -> None:
     dist = importlib.metadata.distribution("retold")
     top = (dist.read_text("top_level.txt") or "").split()
     assert all(name.startswith("retold") for name in top), top
+
+
+def test_wheel_maps_adapters_and_policies_under_retold(tmp_path: Path) -> None:
+    """The built wheel holds only retold/ (adapters and policies mapped in, data files included)."""
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"),
+            *("--no-build-isolation", "--wheel-dir", str(tmp_path), str(root)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("retold-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/", 1)[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"retold"}
+    for expected in (
+        "retold/adapters/openai.py",
+        "retold/policy/reference.py",
+        "retold/policy/manifests/",
+        "retold/policy/prompts/",
+        "retold/py.typed",
+    ):
+        assert any(name.startswith(expected) for name in names), expected
+
+
+def test_no_symbolic_links_in_the_package_tree() -> None:
+    """retold/ holds no symbolic links (they break on Windows checkouts and in archive tools)."""
+    root = Path(__file__).resolve().parent.parent / "retold"
+    assert [p for p in root.rglob("*") if p.is_symlink()] == []
