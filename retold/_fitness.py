@@ -75,7 +75,8 @@ from ._orchestrator import TurnMemoryDecision
 from ._policies import Disposition
 from ._records import Activation, Principal, Record, Role, SourceType, TranscriptTurn
 from ._retrieval import HybridRetriever
-from ._store import SQLiteStore, iso
+from ._serving_gate import FitnessRecord, GateResult, recorded_fitness, write_fitness_record
+from ._store import SQLiteStore
 from .adapters.local import OfflineResponder
 
 __all__ = [
@@ -281,20 +282,6 @@ def bundle_sha256(bundle: FitnessBundle) -> str:
 # -- results ----------------------------------------------------------------------------
 
 
-class GateResult(BaseModel):
-    """One acceptance gate: its worst value over the runs it applies to."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    value: float
-    threshold: float
-    comparator: Literal["<=", ">=", "=="]
-    passed: bool
-    runs: dict[str, float] = Field(default_factory=dict)
-    detail: str = ""
-
-
 class DeletionTestSummary(BaseModel):
     """Deletion-test verdicts over the turns with admitted memory, per run."""
 
@@ -347,25 +334,6 @@ class FitnessResult(BaseModel):
     runs: dict[str, RunMetrics]
     harness_version: str = HARNESS_VERSION
     elapsed_s: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "pass"
-
-
-class FitnessRecord(BaseModel):
-    """A fitness result as recorded in a host's store (:func:`record_fitness`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: int
-    bundle: str
-    bundle_sha256: str
-    scenario_set_sha256: str
-    verdict: Literal["pass", "fail"]
-    gates: tuple[GateResult, ...]
-    harness_version: str
-    created_at: datetime
 
     @property
     def passed(self) -> bool:
@@ -812,74 +780,19 @@ async def run_fitness(
 
 # -- recording --------------------------------------------------------------------------
 
-_MIGRATIONS = (
-    """
-    CREATE TABLE fitness_results (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        bundle TEXT NOT NULL,
-        bundle_sha256 TEXT NOT NULL,
-        scenario_set_sha256 TEXT NOT NULL,
-        verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail')),
-        gates TEXT NOT NULL,
-        result TEXT NOT NULL,
-        harness_version TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX fitness_results_bundle ON fitness_results (bundle_sha256, id);
-    """,
-)
-
-
-def _ensure_schema(store: SQLiteStore) -> None:
-    store.ensure_schema("fitness", _MIGRATIONS)
-
-
-def _row_to_record(row: Mapping[str, Any]) -> FitnessRecord:
-    return FitnessRecord(
-        id=int(row["id"]),
-        bundle=str(row["bundle"]),
-        bundle_sha256=str(row["bundle_sha256"]),
-        scenario_set_sha256=str(row["scenario_set_sha256"]),
-        verdict=row["verdict"],
-        gates=tuple(GateResult.model_validate(g) for g in json.loads(row["gates"])),
-        harness_version=str(row["harness_version"]),
-        created_at=datetime.fromisoformat(str(row["created_at"])),
-    )
-
 
 def record_fitness(store: SQLiteStore, result: FitnessResult) -> FitnessRecord:
     """Store ``result`` (bundle hash, scenario-set hash, every gate value, verdict)."""
-    _ensure_schema(store)
-    with store.write() as w:
-        w.insert(
-            "fitness_results",
-            {
-                "bundle": result.bundle,
-                "bundle_sha256": result.bundle_sha256,
-                "scenario_set_sha256": result.scenario_set_sha256,
-                "verdict": result.verdict,
-                "gates": json.dumps([g.model_dump(mode="json") for g in result.gates]),
-                "result": result.model_dump_json(),
-                "harness_version": result.harness_version,
-                "created_at": iso(w.now),
-            },
-        )
-        row = w.query("SELECT * FROM fitness_results WHERE id = last_insert_rowid()")[0]
-    return _row_to_record(row)
-
-
-def recorded_fitness(store: SQLiteStore, bundle_sha256: str) -> FitnessRecord | None:
-    """The newest fitness result recorded for ``bundle_sha256``, or None.
-
-    A host serving a bundle checks ``recorded_fitness(store, sha) is not None and
-    .passed``: the newest result counts, so a later failing run withdraws an earlier pass.
-    """
-    _ensure_schema(store)
-    rows = store.query(
-        "SELECT * FROM fitness_results WHERE bundle_sha256 = ? ORDER BY id DESC LIMIT 1",
-        [bundle_sha256],
+    return write_fitness_record(
+        store,
+        bundle=result.bundle,
+        bundle_sha256=result.bundle_sha256,
+        scenario_set_sha256=result.scenario_set_sha256,
+        verdict=result.verdict,
+        gates=result.gates,
+        result_json=result.model_dump_json(),
+        harness_version=result.harness_version,
     )
-    return _row_to_record(rows[0]) if rows else None
 
 
 # -- the report -------------------------------------------------------------------------

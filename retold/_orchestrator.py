@@ -29,13 +29,13 @@ import anyio.lowlevel
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import _serving_gate
 from ._audit import AuditLog
 from ._config import UtilityAwareConfig, check_bundle
 from ._errors import (
     AdapterHTTPError,
     InvalidInputError,
     PolicyError,
-    UnfittedBundleError,
     UsageError,
 )
 from ._policies import (
@@ -521,7 +521,7 @@ class UtilityAwareOrchestrator:
         self.serving_model = serving_model
         self.bundle = check_bundle(cfg, retrieval_config=retrieval_config)
         if require_fitness and not cfg.shadow and self.bundle.bundle_sha256 is not None:
-            _require_fitness(store, self.bundle.bundle_sha256)
+            _serving_gate.require_fitness(store, self.bundle.bundle_sha256)
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)
@@ -1097,22 +1097,6 @@ class UtilityAwareOrchestrator:
                 turn_index=decision.turn_index,
             )
             raise
-
-
-def _require_fitness(store: SQLiteStore, bundle_sha: str) -> None:
-    """Refuse a bundle whose newest recorded fitness result is missing or failing (§5)."""
-    from ._fitness import recorded_fitness  # the fitness harness imports the orchestrator
-
-    record = recorded_fitness(store, bundle_sha)
-    if record is None or not record.passed:
-        state = (
-            "no fitness result is" if record is None else "the newest fitness result failed and is"
-        )
-        raise UnfittedBundleError(
-            f"bundle {bundle_sha[:12]}: {state} recorded in this store, so it may not serve; "
-            "run `retold fitness --bundle NAME --db PATH --record` against this database, "
-            "or run the bundle in shadow mode (shadow=True)"
-        )
 
 
 def _merge(lists: Sequence[Sequence[Candidate]], cap: int) -> list[Candidate]:
