@@ -18,7 +18,7 @@ A bundle's **manifest** is ``{"name", "components", "retrieval_config_sha256",
   plus the hashes of what decides its behaviour: for a model-backed policy its rendered
   prompt, its response schema and the source of ``llm.py`` (which renders the inputs and
   validates the reply); for a deterministic policy the full source text of the module
-  holding its rules (``lexical.py``, ``retold/_activation.py``, ``retold/_extraction.py``,
+  holding its rules (``lexical.py``, ``retold/_activation_classifier.py``, ``retold/_activation_rules.py``, ``retold/_extraction.py``,
   plus the vocabulary the last two share, ``retold/_lexicon.py``),
   so editing any rule, or anything else in that module, changes the hash; for the taxonomy
   its data; for the inventory builder the source of ``store_inventory`` and its
@@ -49,7 +49,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from retold._activation import ActivationClassifier, OfflineActivationClassifier
+from retold._activation_classifier import ActivationClassifier, OfflineActivationClassifier
 from retold._config import UtilityAwareConfig, bundle_sha256
 from retold._errors import BundleMismatchError, UsageError
 from retold._extraction import Extractor, OfflineExtractor
@@ -142,7 +142,8 @@ def _offline_identities() -> dict[str, dict[str, Any]]:
             cls_id or OfflineActivationClassifier.policy_version,
             cls_version or "0",
             "retold",
-            "_activation.py",
+            "_activation_classifier.py",
+            "_activation_rules.py",
             "_lexicon.py",
         ),
         "extractor": _module_identity(

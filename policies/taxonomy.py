@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from retold._activation import ACTIVATION_CATEGORIES as _CORE_ACTIVATION_CATEGORIES
+from retold._activation_schema import ACTIVATION_CATEGORIES as _CORE_ACTIVATION_CATEGORIES
 from retold._orchestrator import _KIND_TO_CATEGORY, store_inventory
 from retold._policies import GapCategory, ReasonCode
 from retold._records import Principal

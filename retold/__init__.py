@@ -6,27 +6,23 @@ helps, within the token and latency budget the host sets.
 
 from __future__ import annotations
 
-from ._activation import (
-    ACTIVATION_CATEGORIES,
+from ._activation import ActivationOutcome, ActivationPolicy
+from ._activation_classifier import (
     ActivationClassifier,
-    ActivationDecision,
-    ActivationOutcome,
-    ActivationPolicy,
     ActivationProposal,
     ActivationRequest,
-    ClaimMatch,
     OfflineActivationClassifier,
-    ReviewBacklog,
-    ReviewItem,
-    ReviewQueue,
-    ReviewResolution,
+)
+from ._activation_evidence import (
     VerifiedEvidence,
     check_eligibility,
     confirmed_evidence,
-    find_supporting_claim,
     unresolved_conflicts,
     verify_evidence,
 )
+from ._activation_review import ReviewBacklog, ReviewItem, ReviewQueue
+from ._activation_rules import ClaimMatch, find_supporting_claim
+from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision, ReviewResolution
 from ._audit import AuditLog, DecisionReport, OfflineLabel
 from ._config import UtilityAwareConfig
 from ._embedding import LocalEmbedder

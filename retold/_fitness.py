@@ -67,7 +67,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._activation import ActivationPolicy, ReviewQueue
+from ._activation import ActivationPolicy
+from ._activation_review import ReviewQueue
 from ._audit import AuditLog, OfflineLabel
 from ._config import UtilityAwareConfig
 from ._errors import InvalidInputError, UsageError

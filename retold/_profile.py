@@ -35,13 +35,9 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from ._activation import (
-    ACTIVATION_CATEGORIES,
-    EV_CHANGED,
-    _about_principal,
-    confirmed_evidence,
-    unresolved_conflicts,
-)
+from ._activation_evidence import confirmed_evidence, unresolved_conflicts
+from ._activation_rules import _about_principal
+from ._activation_schema import ACTIVATION_CATEGORIES, EV_CHANGED
 from ._errors import InvalidInputError, UsageError
 from ._records import (
     SEMANTIC_KINDS,

@@ -8,22 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from retold import (
-    BundleMismatchError,
-    Principal,
-    RecordDraft,
-    RecordKind,
-    SQLiteStore,
-    UsageError,
-    UtilityAwareConfig,
-    UtilityAwareOrchestrator,
-)
-from retold._activation import OfflineActivationClassifier
-from retold._config import bundle_sha256, canonical_json, check_bundle
-from retold._extraction import OfflineExtractor
-from retold._orchestrator import store_inventory
-from retold._retrieval import RetrievalConfig
 from retold.policy import reference
 from retold.policy._identity import component_entry
 from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
@@ -38,6 +22,22 @@ from retold.policy.reference import (
     write_manifests,
 )
 from retold.policy.taxonomy import INVENTORY_BUILDER, TAXONOMY, check_taxonomy
+
+from retold import (
+    BundleMismatchError,
+    Principal,
+    RecordDraft,
+    RecordKind,
+    SQLiteStore,
+    UsageError,
+    UtilityAwareConfig,
+    UtilityAwareOrchestrator,
+)
+from retold._activation_classifier import OfflineActivationClassifier
+from retold._config import bundle_sha256, canonical_json, check_bundle
+from retold._extraction import OfflineExtractor
+from retold._orchestrator import store_inventory
+from retold._retrieval import RetrievalConfig
 
 REGENERATE = "python -m retold.policy.reference --write-manifests"
 HEX64 = r"^[0-9a-f]{64}$"

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 
 from retold import (
     SQLiteStore,
@@ -17,11 +18,10 @@ from retold import (
     record_fitness,
     recorded_fitness,
 )
-from retold._activation import OfflineActivationClassifier
+from retold._activation_classifier import OfflineActivationClassifier
 from retold._extraction import OfflineExtractor
 from retold._retrieval import RetrievalConfig
 from retold.cli import main
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "policies" / "scenarios"
 

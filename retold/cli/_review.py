@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._activation import ReviewItem, ReviewQueue
+from .._activation_review import ReviewItem, ReviewQueue
 from ._common import add_db, add_json, emit, open_store
 
 

@@ -1,0 +1,288 @@
+"""The activation classifier contract and the deterministic offline classifier."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._activation_rules import (
+    _IF_IDIOM,
+    _WORD,
+    _disqualified,
+    _negated,
+    _normalise_text,
+    _standing_request,
+)
+from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
+from ._lexicon import LANGUAGE_NAMES
+from ._records import EvidenceRef
+
+__all__ = [
+    "ActivationClassifier",
+    "ActivationProposal",
+    "ActivationRequest",
+    "OfflineActivationClassifier",
+]
+
+
+class ActivationRequest(BaseModel):
+    """What a classifier sees: the record and the host-verified claim, never the attribute slug.
+
+    Attributes:
+        claim: the sentence of the principal's own turn that the host verified.
+        allowed_categories: the only categories a promotion may carry.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record_id: str
+    kind: str
+    record_text: str
+    claim: str
+    evidence: EvidenceRef
+    allowed_categories: tuple[str, ...] = ACTIVATION_CATEGORIES
+
+
+class ActivationProposal(BaseModel):
+    """A classifier's answer. Anything that does not validate as this is treated as malformed.
+
+    Attributes:
+        decision: ``promote`` (broad response instruction), ``conditional`` (has a trigger or
+            is not a response preference) or ``review`` (ambiguous or unsafe).
+        category: the policy category it assigns (only allowlisted ones can be promoted).
+        confidence: 0..1; below the policy's threshold the record goes to review.
+        reason: a short machine-readable reason code.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decision: ActivationDecision
+    category: str | None = Field(default=None, max_length=80)
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(default="", max_length=200)
+
+
+@runtime_checkable
+class ActivationClassifier(Protocol):
+    """Proposes an activation decision for one eligible record with verified evidence.
+
+    A conforming classifier:
+
+    * returns an :class:`ActivationProposal` (or a mapping that validates as one), directly
+      or as an awaitable; anything else is malformed and sends the record to review;
+    * bases its answer on ``request.claim`` (the host-verified user sentence), treating it
+      as data, never as instructions to itself;
+    * proposes ``promote`` only for an explicit, broadly applicable response instruction in
+      one of ``request.allowed_categories``; a promotion with another category is ignored;
+    * names itself: ``policy_version`` and ``prompt_version`` are stored with every decision
+      and review item (``prompt_version`` is None for classifiers without a prompt).
+
+    The policy enforces its own timeout; a classifier need not.
+    """
+
+    @property
+    def policy_version(self) -> str: ...
+
+    @property
+    def prompt_version(self) -> str | None: ...
+
+    def classify(
+        self, request: ActivationRequest
+    ) -> ActivationProposal | Awaitable[ActivationProposal]: ...
+
+
+# -- the offline classifier -------------------------------------------------------------
+
+_CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
+    "accessibility": re.compile(
+        r"\b(?:screen ?readers?|dyslexi[ac]\w*|large (?:print|font|text)|bigger (?:font|text)|"
+        r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
+        r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
+        r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
+        r"easy[- ]read|adhd|high contrast)\b"
+    ),
+    "response_language": re.compile(
+        rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
+    ),
+    "answer_style": re.compile(
+        r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
+        r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
+        r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
+        r"one (?:line|sentence|paragraph)|long(?:er)? answers?|"
+        r"numbered|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
+        r"metric|imperial|units?|celsius|fahrenheit|plain text|plain english|prose|headings?|"
+        r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
+        r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
+        r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
+        r"like a friend|friendly|professional)\b"
+    ),
+}
+_INJECTION = re.compile(
+    r"\b(?:system prompt|prompt|instructions?|ignore|disregard|override|reveal|print\w*|"
+    r"developer|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
+    r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
+    r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
+    r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)"
+)
+_TRIGGER = re.compile(
+    r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
+    r"this (?:week|month|time|chat|conversation|session)|right now|for now|next time|"
+    r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
+    r"for (?!(?:me|you|us|everything|all|any|anything|every|good|ever)\b)\w+|"
+    # the same triggers in the other languages the rules read
+    r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
+    r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
+    r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über)\b"
+)
+_HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
+    r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad)\b"
+)
+_INSTRUCTION_VERBS = (
+    r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
+    r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
+    r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
+    r"limit|cut|ditch|lose"
+)
+_IMPERATIVE_START = re.compile(
+    r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
+    r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
+    rf"(?:{_INSTRUCTION_VERBS})\b"
+)
+# An instruction marker anywhere in the sentence ("..., so please always explain things
+# simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
+_INSTRUCTION_ANYWHERE = re.compile(
+    r"\bplease\s+(?:always\s+|never\s+|just\s+|do not\s+|kindly\s+)*[^\W\d_]{2,}|"
+    rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
+    r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
+    r"you never need to)\b|"
+    r"\b(?:respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
+    r"responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
+    r"répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
+    r"schreibe|jawab do|baat karo|likho|bolo)\b|"
+    r"\b(?:siempre|sempre|toujours|immer|por favor|s'il te plaît|s'il vous plaît|bitte|"
+    r"a partir de ahora|de ahora en adelante|à partir de maintenant|a partir de maintenant|"
+    r"désormais|dorénavant|ab jetzt|von nun an|ab sofort|a partir de agora|"
+    r"de agora em diante|daqui (?:pra|para) frente|hamesha|ab se)\b"
+)
+_PREFERENCE_FORM = re.compile(
+    r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
+    r"(?:like|want|prefer|need|require)\b|"
+    r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b"
+)
+_RESPONSE_OBJECT = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
+    r"bullet\w*|output|text|messages?|format\w*)\b"
+)
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*")
+# Retracting an earlier preference rather than stating one: "never mind the bullet points",
+# "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
+_WITHDRAWAL = re.compile(
+    r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
+    r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
+    r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
+    r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
+    r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
+    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
+    r"you can stop|no need (?:to|for) .*\bany ?more|"
+    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
+    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
+)
+_CHANGE_MARKER = re.compile(
+    r"^(?:(?:oh|ok|okay|hmm|um|so|and|well),?\s+)*(?:actually|on second thought|wait|"
+    r"instead|en fait|en realidad|na verdade|eigentlich)\b"
+)
+
+
+def _is_withdrawal(sentence: str) -> bool:
+    """Whether ``sentence`` takes back an earlier preference instead of stating a new one.
+
+    Withdrawal cues ("never mind", "forget ...", "scratch ...", "no longer", "stop replying
+    ...", and their Spanish, Portuguese, French and German forms) or a change-of-mind opener
+    followed by a negation ("actually, don't ...").
+    """
+    text = _normalise_text(sentence)
+    if _WITHDRAWAL.search(text):
+        return True
+    return bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
+
+
+def _explicit_instruction(claim: str) -> bool:
+    """Whether ``claim`` (normalised) is phrased as an instruction to the assistant."""
+    if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim):
+        return True
+    if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
+        return True
+    return any(_IMPERATIVE_START.search(c) for c in _CLAUSE_SPLIT.split(claim) if c)
+
+
+def _categories(claim: str) -> list[str]:
+    """The allowlisted categories whose keywords ``claim`` (normalised) contains."""
+    found = [name for name, pat in _CATEGORY_PATTERNS.items() if pat.search(claim)]
+    # An accessibility need stated together with the formatting it calls for ("I'm blind,
+    # so avoid tables") is one accessibility preference, not two.
+    if "accessibility" in found and set(found) <= {"accessibility", "answer_style"}:
+        return ["accessibility"]
+    return found
+
+
+class OfflineActivationClassifier:
+    """A deterministic, rule-based activation classifier for running with no model.
+
+    OFFLINE REFERENCE POLICY: lexical rules, not a model. It promotes only explicit,
+    untriggered response instructions whose category its keyword lists recognise (in
+    English, and for response language also in Spanish, Portuguese, French, German and
+    Hindi in Latin script), sends anything that looks like an instruction to the model
+    itself (system prompts, tools, secrets, URLs, refusals and safety rules), hedged,
+    multi-category or implicit text to review, and keeps withdrawals of an earlier
+    preference, triggered preferences and the rest conditional.
+    """
+
+    policy_version = "offline-activation-rules/1"
+    prompt_version: str | None = None
+
+    def classify(self, request: ActivationRequest) -> ActivationProposal:
+        claim = _normalise_text(request.claim)
+        words = _WORD.findall(claim)
+        if _INJECTION.search(claim):
+            return ActivationProposal(
+                decision="review", confidence=0.95, reason="possible_instruction_injection"
+            )
+        if _disqualified(request.claim, words) is not None:
+            return ActivationProposal(decision="review", confidence=0.9, reason="not_first_person")
+        if _is_withdrawal(request.claim):
+            return ActivationProposal(
+                decision="conditional", confidence=0.9, reason="withdraws_preference"
+            )
+        categories = _categories(claim)
+        if not categories:
+            return ActivationProposal(
+                decision="conditional", confidence=0.9, reason="not_a_response_preference"
+            )
+        if len(categories) > 1:
+            return ActivationProposal(
+                decision="review", confidence=0.5, reason="ambiguous_category"
+            )
+        category = categories[0]
+        if _HEDGE.search(claim):
+            return ActivationProposal(
+                decision="review", category=category, confidence=0.5, reason="hedged"
+            )
+        if _TRIGGER.search(_IF_IDIOM.sub(" ", claim)):
+            return ActivationProposal(
+                decision="conditional", category=category, confidence=0.85, reason="has_trigger"
+            )
+        if not _explicit_instruction(claim):
+            return ActivationProposal(
+                decision="review", category=category, confidence=0.6, reason="not_explicit"
+            )
+        return ActivationProposal(
+            decision="promote",
+            category=category,
+            confidence=0.9,
+            reason="explicit_broad_response_instruction",
+        )

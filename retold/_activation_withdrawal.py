@@ -1,0 +1,122 @@
+"""Withdrawal and contradiction: a later direct statement by the principal takes back an earlier preference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ._activation_classifier import _categories, _is_withdrawal
+from ._activation_evidence import verify_evidence
+from ._activation_rules import (
+    _about_principal,
+    _content_stems,
+    _negated,
+    _normalise_text,
+    _stem,
+    _words,
+)
+from ._activation_schema import _DIRECT_EPISTEMIC
+from ._records import (
+    SEMANTIC_KINDS,
+    Principal,
+    Record,
+    SourceType,
+)
+from ._store import SQLiteStore
+
+__all__ = []
+
+# -- withdrawal and contradiction ----------------------------------------------------------
+
+#: Words that say how or that something is answered, not what the preference is about; a
+#: withdrawal must share a topic word beyond these with the preference it takes back.
+_GENERIC_TOPIC = frozenset(
+    _stem(w)
+    for w in """
+    answer answers reply replies respond response responses write writing use using give keep
+    make talk speak thing things stuff now again anymore any more actually just let let's ok
+    okay said say mind forget drop scratch stop cancel undo disregard longer need want go back
+    normal normally everything anything something every time please thanks thank instead
+    wait change changed plan me you your thing for time one way can could
+    """.split()
+)
+_CANDIDATE_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A record's host-verified claim and where it was said (for ordering)."""
+
+    text: str
+    order: tuple[datetime, str, int, int]
+
+
+def _topic(text: str) -> set[str]:
+    return _content_stems(text) - _GENERIC_TOPIC
+
+
+def _response_preference(text: str) -> bool:
+    return bool(_categories(_normalise_text(text)))
+
+
+def _withdraws(newer: _Claim, older: _Claim) -> bool:
+    """Whether the principal's claim ``newer`` takes back their earlier claim ``older``.
+
+    Both are host-verified sentences from the principal's own turns, and ``newer`` was said
+    after ``older``. ``older`` must be a response preference (its sentence names an
+    allowlisted category) and the two must share a topic word (generic answer/withdrawal
+    words aside). Then ``newer`` withdraws ``older`` when it carries a withdrawal cue
+    (:func:`_is_withdrawal`), or contradicts it: the same category and topic (the shared
+    words are at least 60% of the smaller topic) with the opposite negation.
+    """
+    if newer.order <= older.order or not _response_preference(older.text):
+        return False
+    new_topic, old_topic = _topic(newer.text), _topic(older.text)
+    shared = new_topic & old_topic
+    if not shared:
+        return False
+    if _is_withdrawal(newer.text):
+        return True
+    new_cats = set(_categories(_normalise_text(newer.text)))
+    old_cats = set(_categories(_normalise_text(older.text)))
+    if not new_cats or new_cats != old_cats:
+        return False
+    if len(shared) < 0.6 * min(len(new_topic), len(old_topic)):
+        return False
+    return _negated(_words(newer.text)) != _negated(_words(older.text))
+
+
+def _direct_claim(store: SQLiteStore, scope: Principal, record: Record) -> _Claim | None:
+    """The record's host-verified claim with its position, when it is a direct statement."""
+    if (
+        record.kind not in SEMANTIC_KINDS
+        or not _about_principal(record, scope)
+        or record.source_type is not SourceType.USER_STATED
+        or record.epistemic not in _DIRECT_EPISTEMIC
+    ):
+        return None
+    evidence = verify_evidence(store, scope, record)
+    if evidence is None:
+        return None
+    turn = store.get_turn(scope, evidence.ref)
+    if turn is None:
+        return None
+    order = (turn.time, turn.session_id, turn.turn_index, evidence.sentence_index)
+    return _Claim(text=evidence.claim, order=order)
+
+
+def _live_preference_candidates(
+    store: SQLiteStore, scope: Principal, *, exclude: str
+) -> list[Record]:
+    """Live direct semantic records of the principal that may withdraw or be withdrawn."""
+    now = store.clock()
+    out: list[Record] = []
+    for record in store.list_records(scope, limit=_CANDIDATE_LIMIT):
+        if record.id == exclude or record.superseded_by or not record.is_live(now):
+            continue
+        if record.kind not in SEMANTIC_KINDS or record.source_type is not SourceType.USER_STATED:
+            continue
+        if record.epistemic not in _DIRECT_EPISTEMIC or not _about_principal(record, scope):
+            continue
+        out.append(record)
+    return out
