@@ -59,7 +59,10 @@ STOPWORDS = frozenset(
     lo le les se su sus mi mis tu tus al como pero más ya yo
     il lo gli le di da e è un una che per con non si mi ti ci del della dei al alla sono
     le la les un une des de du et ou que qui en pour avec ne pas je tu il elle nous vous est
-    der die das ein eine und oder ist nicht ich du er sie wir ihr mit von zu den dem
+    der die das ein eine und oder ist nicht ich du er sie wir ihr mit von zu den dem mir mich
+    dir dich uns euch ihm ihn auf auch wenn wie was kann kannst
+    o a e é um uma os as do da dos das no na em para com não eu você ele ela nós meu minha
+    ve bir bu şu ne ben sen o biz ile için mi mı
     i w z na do się nie jest to że jak ale o a mnie mi
     """.split()
 )
