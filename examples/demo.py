@@ -75,9 +75,9 @@ async def main(db: Path) -> None:
         else:
             print(f"Model: {model.model} at {model.base_url}; bundle: {bundle.name}")
 
-        heading("1. Deploy check: fitness suite on the committed scenarios")
+        heading("1. Deploy check: fitness suite on the held-out test scenarios")
         started = time.perf_counter()
-        scenarios = Path(str(files("retold.policy") / "scenarios"))
+        scenarios = Path(str(files("retold.policy") / "scenarios" / "test"))
         result = await run_fitness(bundle, scenarios, model=model, review_owner="demo-oncall")
         record_fitness(store, result)
         for gate in result.gates:
