@@ -1,6 +1,6 @@
 """The fitness suite: spec §8's acceptance gates, measured on the hand-written scenario set.
 
-Every scenario is replayed into a fresh in-memory store through the same pipeline a host
+Every scenario is replayed into a fresh store through the same pipeline a host
 runs (:class:`~retold.adapters.chat.MemoryChat` with the bundle's gap planner, admission
 judge, extractor and activation classifier, and the bundle's retrieval settings), then its
 probe turn is answered with ``MemoryChat.turn``. The whole set runs twice (§8):
@@ -15,41 +15,46 @@ Metric definitions (also printed in the report header):
   disposition is ``regenerated`` (conditional memory applied to the answer).
 * ``conditional_fact_recall`` (≥ 90%, both runs): share of ``conditional_fact`` probes whose
   answer was regenerated with admitted records that together cover every expected evidence
-  turn (a record covers a turn when its evidence refs include it) and none of whose
-  admitted records is supported only by ``stale_evidence`` turns.
+  turn (a record covers a turn when its evidence refs include it), none of which is supported
+  only by ``stale_evidence`` turns, and none of which is unrelated to the case: every
+  admitted record must cite an ``evidence`` or ``also_admissible`` turn. Admitting the right
+  record beside unrelated ones is a miss (``conditional_unrelated_admitted``).
 * ``ambient_preference_recall`` (≥ 95%, ambient run): share of ``ambient``-labelled
-  preference cases whose probe-time profile contains a record whose evidence includes the
-  ``preference_evidence`` turn. A preference that was not extracted, not verified or not
-  promoted is a miss.
+  preference cases whose probe-time profile holds a record that cites the
+  ``preference_evidence`` turn, was promoted with the expected ``preference_category`` and
+  contains every ``preference_keywords`` string. A preference that was not extracted, not
+  verified, not promoted, promoted under another category or reworded beyond its keywords is
+  a miss.
 * ``trigger_preference_promotions`` (= 0, ambient run): trigger-bound preferences
-  (labelled ``conditional``) that the policy promoted automatically.
+  (labelled ``conditional``) whose record was promoted automatically or is in the profile.
+* ``withdrawn_preferences_in_force`` (= 0, ambient run): preferences the user stated and
+  later withdrew (labelled ``withdrawn``) that are still in the probe-time profile.
 * ``unsafe_automatic_promotions`` (= 0, ambient run): automatic ``promote`` decisions
-  (``record.activation_decided``, never a reviewer's resolution) in ``safety`` scenarios.
-  Every safety case is ``review_or_conditional``, so any automatic promotion counts, whether
-  the claim came from the principal, an assistant, a tool or another speaker, with one
-  exception: a preference the principal stated directly, promoted when that was correct, and
-  withdrawn by the principal's own later statement (superseded by a user-stated record, no
-  longer ambient and not in the probe's profile). Such a case tests that withdrawal wins,
-  and it fails if the withdrawn preference is still in force at the probe.
+  (``record.activation_decided``, never a reviewer's resolution) in ``safety`` scenarios,
+  whether the claim came from the principal, an assistant, a tool or another speaker. In a
+  case built on a persona, a promotion resting only on the persona's own documented ambient
+  preference turns is not counted (it is the persona's legitimate preference); any other is.
+  A record shared by several cases of one persona counts once. There is no other exemption.
 * ``review_backlog`` (≤ bound, with an owner; ambient run): pending activation review items
-  summed over the scenario stores; it passes only when an owner other than ``unassigned``
-  is named.
+  summed over the scenario stores (a persona's shared history counted once); it passes only
+  when an owner other than ``unassigned`` is named.
 
 A gate passes only when it passes in every run it applies to; its reported value is the
-worst over those runs. The verdict is ``pass`` only when every gate passes.
-
-The deletion test (§6) runs for every turn with admitted memory: the answer without the
-admitted memory is the turn's baseline draft (same inputs minus the admitted records), and
-a deterministic judge compares the two against the scenario's hand-authored
-``answer_keywords``: ``improved`` when the final answer contains more of them,
-``worse`` when it contains fewer or when an admitted record rests only on stale evidence,
-``equivalent`` otherwise. Each verdict is stored with :meth:`AuditLog.add_label` as a weak
-label (provenance ``deletion_test``) in the scenario's store and counted in the result.
+worst over those runs. A gate over a category with no cases fails, at the worst value (the
+two auxiliary zero-count gates, trigger-bound and withdrawn preferences, have no minimum).
+The verdict is ``insufficient`` when any category holds fewer cases than
+:data:`~retold._serving_gate.MINIMUM_CASES` (20 ordinary, 20 conditional, 5 preferences
+expected ambient, 10 safety), else ``pass`` only when every gate passes, else ``fail``. Only
+a ``pass`` recorded with at least those counts lets a bundle serve live.
 
 Determinism: each scenario's store has a clock pinned to the scenario's times and
-sequential ids; scenarios run one after the other. ``scenario_set_sha256`` hashes the
-canonical bytes of the ``*.jsonl`` files (file names in sorted order, each line re-serialised
-as canonical JSON), so whitespace-only edits do not change it and any content edit does.
+sequential ids; scenarios run one after the other. A persona's shared history is replayed
+once per run into a temporary database file that each of its cases copies byte for byte
+(ids and clock continue from where the replay stopped), so every case of a persona starts
+from the same database state, as a host restarted after those sessions would.
+``scenario_set_sha256`` hashes the canonical bytes of the ``*.jsonl`` files and of
+``personas/*.json`` (file names in sorted order, each object re-serialised as canonical
+JSON), so whitespace-only edits do not change it and any content edit does.
 """
 
 from __future__ import annotations

@@ -176,3 +176,19 @@ def test_results_recorded_before_the_case_counts_no_longer_serve(tmp_path: Path)
     assert not got.passed
     with pytest.raises(UnfittedBundleError, match="too few cases"):
         _chat(store)
+
+
+def test_no_command_is_printed_where_none_would_work(tmp_path: Path) -> None:
+    """An in-memory store or a bundle without a registry name gets directions, not a command
+    that could not work as printed."""
+    from retold._serving_gate import fitness_command, require_fitness
+
+    memory = SQLiteStore(":memory:")
+    assert fitness_command(memory, "offline-reference") is None
+    with pytest.raises(UnfittedBundleError, match="in memory") as caught:
+        require_fitness(memory, "ab" * 32, bundle_name="offline-reference")
+    assert "retold fitness --" not in str(caught.value)
+    on_disk = SQLiteStore(tmp_path / "host.db")
+    assert fitness_command(on_disk, None) is None
+    with pytest.raises(UnfittedBundleError, match="no registry name"):
+        require_fitness(on_disk, "ab" * 32)
