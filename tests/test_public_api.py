@@ -66,6 +66,9 @@ def test_wheel_maps_adapters_and_policies_under_retold(tmp_path: Path) -> None:
         "retold/policy/reference.py",
         "retold/policy/manifests/",
         "retold/policy/prompts/",
+        "retold/policy/scenarios/test/personas/",  # `retold fitness` gates on it by default
+        "retold/policy/scenarios/test/amara.jsonl",
+        "retold/policy/scenarios/dev/personas/",
         "retold/py.typed",
     ):
         assert any(name.startswith(expected) for name in names), expected
