@@ -418,7 +418,7 @@ async def _run_scenario(pipe: _Pipeline, scenario: Scenario, run: RunName) -> _O
             config=pipe.config,
             gap_policy=bundle.gap_policy(pipe.model),
             admission_policy=bundle.admission_policy(pipe.model),
-            retriever=HybridRetriever(store, config=bundle.retrieval_config),
+            retriever=_retriever(bundle, store),
             extractor=bundle.extractor(pipe.model),
             activation=activation,
             retrieval_config=bundle.retrieval_config,
@@ -487,6 +487,14 @@ async def _run_scenario(pipe: _Pipeline, scenario: Scenario, run: RunName) -> _O
         return out
     finally:
         store.close()
+
+
+def _retriever(bundle: FitnessBundle, store: SQLiteStore) -> Any:
+    """The bundle's own retriever (``local`` searches by meaning too), else the default one."""
+    build = getattr(bundle, "retriever", None)
+    if callable(build):
+        return build(store)
+    return HybridRetriever(store, config=bundle.retrieval_config)
 
 
 def _withdrawn_by_principal(
