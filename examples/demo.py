@@ -30,13 +30,13 @@ from typing import Any
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import Principal, SQLiteStore, TurnOptions
 from retold._activation_review import ReviewQueue
 from retold._fitness import record_fitness, run_fitness
+from retold.adapters import MemoryChat, OfflineResponder, from_env
 from retold.cli import main as retold_cli
+from retold.policy.reference import get_bundle
 
 MAYA = Principal(tenant="demo", principal="maya")
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 
 from retold import (
     SQLiteStore,
@@ -24,6 +23,7 @@ from retold._fitness import ProbeOutcome, RecordView, Scenario
 from retold._retrieval import RetrievalConfig
 from retold._serving_gate import MINIMUM_CASES
 from retold.cli import main
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 
 ROOT = Path(__file__).resolve().parents[1] / "policies" / "scenarios"
 LEGACY = ROOT / "legacy"
