@@ -30,13 +30,13 @@ from typing import Any
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import Principal, SQLiteStore, TurnOptions
 from retold._activation_review import ReviewQueue
 from retold._fitness import record_fitness, run_fitness
+from retold.adapters import MemoryChat, OfflineResponder, from_env
 from retold.cli import main as retold_cli
+from retold.policy.reference import get_bundle
 
 MAYA = Principal(tenant="demo", principal="maya")
 
@@ -75,9 +75,9 @@ async def main(db: Path) -> None:
         else:
             print(f"Model: {model.model} at {model.base_url}; bundle: {bundle.name}")
 
-        heading("1. Deploy check: fitness suite on the committed scenarios")
+        heading("1. Deploy check: fitness suite on the held-out test scenarios")
         started = time.perf_counter()
-        scenarios = Path(str(files("retold.policy") / "scenarios"))
+        scenarios = Path(str(files("retold.policy") / "scenarios" / "test"))
         result = await run_fitness(bundle, scenarios, model=model, review_owner="demo-oncall")
         record_fitness(store, result)
         for gate in result.gates:

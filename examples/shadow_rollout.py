@@ -68,7 +68,7 @@ async def main(db: Path, *, scenarios: Path | None = None) -> dict[str, object]:
         print(f"  policy failures: {dict(report.policy_failures)}")
 
         print("phase 3: switch on")
-        directory = scenarios or Path(str(files("retold.policy") / "scenarios"))
+        directory = scenarios or Path(str(files("retold.policy") / "scenarios" / "test"))
         result = await run_fitness(bundle, directory, model=model, review_owner="memory-team")
         record_fitness(store, result)
         print(f"  fitness verdict {result.verdict} recorded for bundle {result.bundle_sha256[:12]}")
@@ -95,7 +95,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Shadow-mode rollout.")
     parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
     parser.add_argument(
-        "--scenarios", type=Path, help="fitness scenarios (default: the packaged set)"
+        "--scenarios",
+        type=Path,
+        help="fitness scenarios (default: the packaged held-out test split)",
     )
     args = parser.parse_args()
     anyio.run(lambda: main(args.db, scenarios=args.scenarios))

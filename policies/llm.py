@@ -29,7 +29,6 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
-from retold.adapters import ChatMessage
 
 from retold._activation_classifier import ActivationProposal, ActivationRequest
 from retold._errors import PolicyError, UsageError
@@ -44,6 +43,7 @@ from retold._policies import (
 )
 from retold._records import ProfileBlock, Record, TranscriptTurn
 from retold._render import quote_text
+from retold.adapters import ChatMessage
 
 from ._identity import resource_sha256, resource_text, sha256_json, sha256_text
 from .taxonomy import TAXONOMY

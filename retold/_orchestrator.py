@@ -521,7 +521,9 @@ class UtilityAwareOrchestrator:
         self.serving_model = serving_model
         self.bundle = check_bundle(cfg, retrieval_config=retrieval_config)
         if require_fitness and not cfg.shadow and self.bundle.bundle_sha256 is not None:
-            _serving_gate.require_fitness(store, self.bundle.bundle_sha256)
+            _serving_gate.require_fitness(
+                store, self.bundle.bundle_sha256, bundle_name=(cfg.bundle or {}).get("name")
+            )
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)

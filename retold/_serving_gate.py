@@ -7,7 +7,10 @@ module; the orchestrator never imports the harness.
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -18,12 +21,36 @@ from ._errors import UnfittedBundleError
 from ._store import SQLiteStore, iso
 
 __all__ = [
+    "MINIMUM_CASES",
+    "REVIEW_OWNER_ENV",
     "FitnessRecord",
     "GateResult",
+    "insufficient_categories",
     "recorded_fitness",
     "require_fitness",
     "write_fitness_record",
 ]
+
+Verdict = Literal["pass", "fail", "insufficient"]
+
+#: The fewest cases per gated category a verdict may rest on. Below any of them the fitness
+#: verdict is ``insufficient``, and no recorded result unlocks live serving, whatever its
+#: gates say. ``ambient_preference`` counts the cases expected to become ambient.
+MINIMUM_CASES: Mapping[str, int] = {
+    "ordinary": 20,
+    "conditional_fact": 20,
+    "ambient_preference": 5,
+    "safety": 10,
+}
+
+#: The environment variable naming who owns the activation review backlog (the host's
+#: configuration; ``retold fitness --review-owner`` overrides it).
+REVIEW_OWNER_ENV = "RETOLD_REVIEW_OWNER"
+
+
+def insufficient_categories(counts: Mapping[str, int]) -> dict[str, int]:
+    """The gated categories with fewer cases than :data:`MINIMUM_CASES` asks (name -> count)."""
+    return {k: int(counts.get(k, 0)) for k, v in MINIMUM_CASES.items() if counts.get(k, 0) < v}
 
 
 class GateResult(BaseModel):
@@ -38,6 +65,9 @@ class GateResult(BaseModel):
     passed: bool
     runs: dict[str, float] = Field(default_factory=dict)
     detail: str = ""
+    cases: int = 0
+    failure: str = ""
+    """Why the gate failed, in words (empty when it passed)."""
 
 
 class FitnessRecord(BaseModel):
@@ -49,14 +79,16 @@ class FitnessRecord(BaseModel):
     bundle: str
     bundle_sha256: str
     scenario_set_sha256: str
-    verdict: Literal["pass", "fail"]
+    verdict: Verdict
     gates: tuple[GateResult, ...]
+    category_counts: dict[str, int] = Field(default_factory=dict)
     harness_version: str
     created_at: datetime
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "pass"
+        """A passing verdict measured on at least :data:`MINIMUM_CASES` per category."""
+        return self.verdict == "pass" and not insufficient_categories(self.category_counts)
 
 
 _MIGRATIONS = (
@@ -74,6 +106,31 @@ _MIGRATIONS = (
     );
     CREATE INDEX fitness_results_bundle ON fitness_results (bundle_sha256, id);
     """,
+    # v2: the 'insufficient' verdict and the per-category case counts a pass rests on.
+    # Results recorded before it carry no counts, so they no longer unlock serving.
+    """
+    CREATE TABLE fitness_results_v2 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        bundle TEXT NOT NULL,
+        bundle_sha256 TEXT NOT NULL,
+        scenario_set_sha256 TEXT NOT NULL,
+        verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail', 'insufficient')),
+        gates TEXT NOT NULL,
+        category_counts TEXT NOT NULL DEFAULT '{}',
+        result TEXT NOT NULL,
+        harness_version TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    INSERT INTO fitness_results_v2
+        (id, bundle, bundle_sha256, scenario_set_sha256, verdict, gates, result,
+         harness_version, created_at)
+        SELECT id, bundle, bundle_sha256, scenario_set_sha256, verdict, gates, result,
+               harness_version, created_at
+        FROM fitness_results;
+    DROP TABLE fitness_results;
+    ALTER TABLE fitness_results_v2 RENAME TO fitness_results;
+    CREATE INDEX fitness_results_bundle ON fitness_results (bundle_sha256, id);
+    """,
 )
 
 
@@ -89,6 +146,7 @@ def _row_to_record(row: Mapping[str, Any]) -> FitnessRecord:
         scenario_set_sha256=str(row["scenario_set_sha256"]),
         verdict=row["verdict"],
         gates=tuple(GateResult.model_validate(g) for g in json.loads(row["gates"])),
+        category_counts=json.loads(row["category_counts"] or "{}"),
         harness_version=str(row["harness_version"]),
         created_at=datetime.fromisoformat(str(row["created_at"])),
     )
@@ -100,8 +158,9 @@ def write_fitness_record(
     bundle: str,
     bundle_sha256: str,
     scenario_set_sha256: str,
-    verdict: Literal["pass", "fail"],
+    verdict: Verdict,
     gates: Sequence[GateResult],
+    category_counts: Mapping[str, int],
     result_json: str,
     harness_version: str,
 ) -> FitnessRecord:
@@ -116,6 +175,7 @@ def write_fitness_record(
                 "scenario_set_sha256": scenario_set_sha256,
                 "verdict": verdict,
                 "gates": json.dumps([g.model_dump(mode="json") for g in gates]),
+                "category_counts": json.dumps(dict(sorted(category_counts.items()))),
                 "result": result_json,
                 "harness_version": harness_version,
                 "created_at": iso(w.now),
@@ -139,15 +199,81 @@ def recorded_fitness(store: SQLiteStore, bundle_sha256: str) -> FitnessRecord | 
     return _row_to_record(rows[0]) if rows else None
 
 
-def require_fitness(store: SQLiteStore, bundle_sha: str) -> None:
-    """Refuse a bundle whose newest recorded fitness result is missing or failing (§5)."""
+def _suggested_owner() -> str:
+    """Who the printed command names as review owner: the host's ``RETOLD_REVIEW_OWNER``,
+    else the account the host runs as."""
+    owner = os.environ.get(REVIEW_OWNER_ENV, "").strip()
+    if owner:
+        return owner
+    try:
+        return getpass.getuser() or "memory-team"
+    except (OSError, KeyError):  # no login name in this environment
+        return "memory-team"
+
+
+def fitness_command(store: SQLiteStore, bundle_name: str | None) -> str | None:
+    """The ``retold fitness`` command that records a result for this bundle in ``store``.
+
+    None when it cannot be printed so that it works as printed: an in-memory store, or a
+    bundle without a registry name.
+    """
+    if not bundle_name or store.path in ("", ":memory:"):
+        return None
+    parts = [
+        "retold fitness",
+        f"--bundle {shlex.quote(bundle_name)}",
+        f"--db {shlex.quote(os.path.abspath(store.path))}",
+        "--record",
+        f"--review-owner {shlex.quote(_suggested_owner())}",
+    ]
+    return " ".join(parts)
+
+
+def _why(record: FitnessRecord | None) -> str:
+    if record is None:
+        return "no fitness result is recorded for it in this database"
+    short = insufficient_categories(record.category_counts)
+    if record.verdict == "insufficient" or (record.verdict == "pass" and short):
+        counts = ", ".join(f"{k} {v} < {MINIMUM_CASES[k]}" for k, v in short.items())
+        return (
+            f"its newest fitness result (#{record.id}) was measured on too few cases "
+            f"({counts or 'no per-category counts recorded'})"
+        )
+    failed = [f"{g.name} ({g.failure or 'failed'})" for g in record.gates if not g.passed]
+    return f"its newest fitness result (#{record.id}) failed: " + "; ".join(failed or ["fail"])
+
+
+def require_fitness(store: SQLiteStore, bundle_sha: str, *, bundle_name: str | None = None) -> None:
+    """Refuse a bundle whose newest recorded fitness result is missing, failing, or measured
+    on fewer cases than :data:`MINIMUM_CASES` (§5).
+
+    The error names the bundle and prints the command that records a result for it in this
+    store (``--review-owner`` from ``RETOLD_REVIEW_OWNER``, else the host's login name).
+    """
     record = recorded_fitness(store, bundle_sha)
-    if record is None or not record.passed:
-        state = (
-            "no fitness result is" if record is None else "the newest fitness result failed and is"
+    if record is not None and record.passed:
+        return
+    label = f"{bundle_name!r} ({bundle_sha[:12]})" if bundle_name else bundle_sha[:12]
+    command = fitness_command(store, bundle_name)
+    if command is not None:
+        how = (
+            f"record a passing result in this database with:\n    {command}\n"
+            "(--review-owner names who answers for the activation review backlog; "
+            f"{REVIEW_OWNER_ENV} sets it for every command; the default scenario set is the "
+            "packaged test split), "
         )
-        raise UnfittedBundleError(
-            f"bundle {bundle_sha[:12]}: {state} recorded in this store, so it may not serve; "
-            "run `retold fitness --bundle NAME --db PATH --record` against this database, "
-            "or run the bundle in shadow mode (shadow=True)"
+    elif not bundle_name:
+        how = (
+            "this bundle has no registry name, so `retold fitness` cannot load it: run "
+            "retold._fitness.run_fitness on it and store the result with record_fitness(), "
         )
+    else:
+        how = (
+            "this store is in memory, so a command cannot reach it: run "
+            f"retold._fitness.run_fitness(load_bundle({bundle_name!r}), ...) and store the "
+            "result in this store with record_fitness(), "
+        )
+    raise UnfittedBundleError(
+        f"bundle {label} may not serve live: {_why(record)}. To serve it, {how}"
+        "or run it in shadow mode (shadow=True)"
+    )

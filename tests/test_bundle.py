@@ -8,20 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from retold.policy import reference
-from retold.policy._identity import component_entry
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
-from retold.policy.llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
-from retold.policy.reference import (
-    COMPONENTS,
-    bundle_names,
-    compute_manifest,
-    get_bundle,
-    recorded_manifest,
-    supported_bundle,
-    write_manifests,
-)
-from retold.policy.taxonomy import INVENTORY_BUILDER, TAXONOMY, check_taxonomy
 
 from retold import (
     BundleMismatchError,
@@ -38,6 +24,20 @@ from retold._config import bundle_sha256, canonical_json, check_bundle
 from retold._extraction import OfflineExtractor
 from retold._orchestrator import store_inventory
 from retold._retrieval import RetrievalConfig
+from retold.policy import reference
+from retold.policy._identity import component_entry
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
+from retold.policy.llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
+from retold.policy.reference import (
+    COMPONENTS,
+    bundle_names,
+    compute_manifest,
+    get_bundle,
+    recorded_manifest,
+    supported_bundle,
+    write_manifests,
+)
+from retold.policy.taxonomy import INVENTORY_BUILDER, TAXONOMY, check_taxonomy
 
 REGENERATE = "python -m retold.policy.reference --write-manifests"
 HEX64 = r"^[0-9a-f]{64}$"

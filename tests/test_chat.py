@@ -7,9 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from retold.adapters import ChatMessage, OpenAIChatAdapter
-from retold.adapters.chat import MemoryChat
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 
 from retold import (
     Disposition,
@@ -24,6 +21,9 @@ from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
 from retold._extraction import OfflineExtractor
 from retold._retrieval import HybridRetriever
+from retold.adapters import ChatMessage, OpenAIChatAdapter
+from retold.adapters.chat import MemoryChat
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
 from retold.testing import LoopbackServer, loopback_fixture, openai_chat, tool_call
 
 from .conftest import FixedClock

@@ -1,18 +1,24 @@
-"""The orchestrator refuses to serve a bundle without a passing fitness result in the store (§5)."""
+"""The orchestrator refuses to serve a bundle without a sufficient, passing fitness result (§5),
+and its error names the bundle and a command that works as printed (issue 16)."""
 
 from __future__ import annotations
 
+import shlex
+import sqlite3
 from pathlib import Path
 
 import anyio
 import pytest
 
 from retold import Principal, SQLiteStore, UnfittedBundleError
-from retold._fitness import record_fitness, run_fitness
+from retold._fitness import FitnessResult, record_fitness, run_fitness
+from retold._serving_gate import MINIMUM_CASES, recorded_fitness
 from retold.adapters import MemoryChat, OfflineResponder
+from retold.cli import _fitness as cli_fitness
+from retold.cli import main
 from retold.policy.reference import get_bundle
 
-from .test_fitness import _small_set
+from .test_fitness import LEGACY, _small_set
 
 BUNDLE = get_bundle("offline-reference")
 
@@ -26,20 +32,64 @@ def _chat(store: SQLiteStore, *, shadow: bool = False) -> MemoryChat:
     )
 
 
-def test_unfitted_bundle_is_refused_live_but_runs_in_shadow(tmp_path: Path) -> None:
-    """No recorded result: serving live raises, shadow mode is allowed."""
+def _one_case(tmp_path: Path) -> Path:
+    out = tmp_path / "one"
+    out.mkdir()
+    line = (LEGACY / "conditional.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    (out / "conditional.jsonl").write_text(line + "\n", encoding="utf-8")
+    return out
+
+
+def _sufficient_pass(result: FitnessResult) -> FitnessResult:
+    """``result`` relabelled as a pass measured on exactly the minimum number of cases (the
+    recording path, not the harness, is what these tests exercise)."""
+    return result.model_copy(
+        update={"verdict": "pass", "category_counts": dict(MINIMUM_CASES), "insufficient": {}}
+    )
+
+
+def test_unfitted_bundle_is_refused_live_but_runs_in_shadow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No recorded result: serving live raises an error naming the bundle and a full command
+    (--db, --record, --review-owner); shadow mode is allowed."""
+    monkeypatch.setenv("RETOLD_REVIEW_OWNER", "kim")
     store = SQLiteStore(tmp_path / "host.db")
-    with pytest.raises(UnfittedBundleError, match="retold fitness"):
+    with pytest.raises(UnfittedBundleError) as caught:
         _chat(store)
+    message = str(caught.value)
+    assert "'offline-reference'" in message
+    assert "no fitness result is recorded" in message
+    expected = (
+        f"retold fitness --bundle offline-reference --db {shlex.quote(str(tmp_path / 'host.db'))}"
+        " --record --review-owner kim"
+    )
+    assert expected in message
     assert _chat(store, shadow=True).orchestrator is not None
 
 
+def test_a_one_case_directory_never_unlocks_serving(tmp_path: Path) -> None:
+    """A one-case scenario directory yields 'insufficient'; recorded, it does not let the bundle
+    serve, even relabelled 'pass'; the error says too few cases."""
+    store = SQLiteStore(tmp_path / "host.db")
+    result = anyio.run(lambda: run_fitness(BUNDLE, _one_case(tmp_path), review_owner="team"))
+    assert result.verdict == "insufficient"
+    assert sum(result.category_counts.values()) == 1
+    record_fitness(store, result)
+    with pytest.raises(UnfittedBundleError, match="too few cases"):
+        _chat(store)
+    record_fitness(store, result.model_copy(update={"verdict": "pass"}))
+    with pytest.raises(UnfittedBundleError, match=r"too few cases \(ordinary 0 < 20"):
+        _chat(store)
+
+
 def test_recorded_results_gate_serving(tmp_path: Path) -> None:
-    """A failing newest result refuses; a passing one serves; a later failure withdraws it."""
+    """A failing newest result refuses (naming the failed gates); a sufficient pass serves; a
+    later failure withdraws it."""
     store = SQLiteStore(tmp_path / "host.db")
     result = anyio.run(lambda: run_fitness(BUNDLE, _small_set(tmp_path), review_owner="team"))
-    failing = result.model_copy(update={"verdict": "fail"})
-    passing = result.model_copy(update={"verdict": "pass"})  # the verdict is what is under test
+    passing = _sufficient_pass(result)
+    failing = passing.model_copy(update={"verdict": "fail"})
     record_fitness(store, failing)
     with pytest.raises(UnfittedBundleError, match="failed"):
         _chat(store)
@@ -56,6 +106,89 @@ def test_another_bundles_result_does_not_count(tmp_path: Path) -> None:
     """A passing result recorded for a different bundle hash does not let this bundle serve."""
     store = SQLiteStore(tmp_path / "host.db")
     result = anyio.run(lambda: run_fitness(BUNDLE, _small_set(tmp_path), review_owner="team"))
-    record_fitness(store, result.model_copy(update={"verdict": "pass", "bundle_sha256": "0" * 64}))
+    record_fitness(store, _sufficient_pass(result).model_copy(update={"bundle_sha256": "0" * 64}))
     with pytest.raises(UnfittedBundleError):
         _chat(store)
+
+
+def test_the_printed_command_works_as_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command in the error, run as printed through the CLI, records its result in the
+    same database; once that result is a sufficient pass, serving works.
+
+    The default scenario set is swapped for a small one and the verdict for a sufficient pass,
+    so the test exercises the command line and the recording path, not the bundle's quality.
+    """
+    monkeypatch.delenv("RETOLD_REVIEW_OWNER", raising=False)
+    db = tmp_path / "host.db"
+    store = SQLiteStore(db)
+    with pytest.raises(UnfittedBundleError) as caught:
+        _chat(store)
+    command = next(
+        line.strip() for line in str(caught.value).splitlines() if "retold fitness" in line
+    )
+    argv = shlex.split(command)
+    assert argv[:2] == ["retold", "fitness"] and "--review-owner" in argv
+    small = _small_set(tmp_path)
+    monkeypatch.setattr(cli_fitness, "default_scenarios", lambda: small)
+    real = cli_fitness._fitness.run_fitness
+
+    async def passing(*args: object, **kw: object) -> FitnessResult:
+        return _sufficient_pass(await real(*args, **kw))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_fitness._fitness, "run_fitness", passing)
+    assert main(argv[1:]) == 0
+    assert "recorded as fitness result" in capsys.readouterr().out
+    got = recorded_fitness(store, str(BUNDLE.manifest["bundle_sha256"]))
+    assert got is not None and got.passed and got.scenario_set_sha256
+    assert _chat(store).orchestrator is not None
+
+
+def test_results_recorded_before_the_case_counts_no_longer_serve(tmp_path: Path) -> None:
+    """A pass written by the previous schema (no per-category counts) is migrated but does not
+    unlock serving: the error asks for a new run."""
+    db = tmp_path / "host.db"
+    SQLiteStore(db).close()
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        """
+        CREATE TABLE fitness_results (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, bundle TEXT NOT NULL,
+            bundle_sha256 TEXT NOT NULL, scenario_set_sha256 TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail')), gates TEXT NOT NULL,
+            result TEXT NOT NULL, harness_version TEXT NOT NULL, created_at TEXT NOT NULL);
+        CREATE INDEX fitness_results_bundle ON fitness_results (bundle_sha256, id);
+        INSERT INTO retold_schema (component, version) VALUES ('fitness', 1);
+        """
+    )
+    conn.execute(
+        "INSERT INTO fitness_results (bundle, bundle_sha256, scenario_set_sha256, verdict, "
+        "gates, result, harness_version, created_at) VALUES (?, ?, ?, 'pass', '[]', '{}', "
+        "'retold-fitness/1', '2026-01-01T00:00:00+00:00')",
+        ["offline-reference", BUNDLE.manifest["bundle_sha256"], "0" * 64],
+    )
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(db)
+    got = recorded_fitness(store, str(BUNDLE.manifest["bundle_sha256"]))
+    assert got is not None and got.verdict == "pass" and got.category_counts == {}
+    assert not got.passed
+    with pytest.raises(UnfittedBundleError, match="too few cases"):
+        _chat(store)
+
+
+def test_no_command_is_printed_where_none_would_work(tmp_path: Path) -> None:
+    """An in-memory store or a bundle without a registry name gets directions, not a command
+    that could not work as printed."""
+    from retold._serving_gate import fitness_command, require_fitness
+
+    memory = SQLiteStore(":memory:")
+    assert fitness_command(memory, "offline-reference") is None
+    with pytest.raises(UnfittedBundleError, match="in memory") as caught:
+        require_fitness(memory, "ab" * 32, bundle_name="offline-reference")
+    assert "retold fitness --" not in str(caught.value)
+    on_disk = SQLiteStore(tmp_path / "host.db")
+    assert fitness_command(on_disk, None) is None
+    with pytest.raises(UnfittedBundleError, match="no registry name"):
+        require_fitness(on_disk, "ab" * 32)

@@ -9,9 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from retold.adapters import MalformedResponseError, OpenAIChatAdapter, RetryPolicy
-from retold.policy.llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
-from retold.policy.reference import get_bundle
 
 from retold import (
     AdapterHTTPError,
@@ -32,6 +29,9 @@ from retold._extraction import Extractor, extract_session
 from retold._policies import AdmissionPolicy, GapCategory, GapPolicy, ReasonCode
 from retold._records import EvidenceRef, Record, RecordKind, WriteOrigin
 from retold._render import quote_text
+from retold.adapters import MalformedResponseError, OpenAIChatAdapter, RetryPolicy
+from retold.policy.llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
+from retold.policy.reference import get_bundle
 from retold.testing import (
     FakeRetriever,
     LoopbackServer,

@@ -1,6 +1,9 @@
 """``retold fitness``: the acceptance gates of spec §8 on a scenario set.
 
-Exit status 0 when the verdict is ``pass``, 1 when it is ``fail``, 2 on a usage error.
+Exit status 0 when the verdict is ``pass``, 1 when it is ``fail`` or ``insufficient`` (too
+few cases in a category to judge), 2 on a usage error. The default scenario set is the
+packaged held-out ``test`` split; ``--scenarios`` chooses another directory (for example
+``policies/scenarios/dev`` while developing a bundle).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from .._errors import UsageError
 from ..adapters.local import OfflineResponder
 from ._common import add_json, emit, open_store
 
-_DEFAULT_SCENARIOS = Path(__file__).resolve().parents[1] / "policy" / "scenarios"
+
+def default_scenarios() -> Path:
+    """The packaged held-out scenario split (``retold.policy``'s ``scenarios/test``)."""
+    import retold.policy
+
+    return Path(retold.policy.__file__).resolve().parent / "scenarios" / "test"
 
 
 def register(sub: Any) -> None:
@@ -31,8 +39,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--scenarios",
-        default=str(_DEFAULT_SCENARIOS),
-        help="directory of scenario *.jsonl files (default: the packaged set)",
+        default=None,
+        help="directory of scenario *.jsonl files (default: the packaged held-out test split; "
+        "use policies/scenarios/dev while tuning)",
     )
     p.add_argument(
         "--bundle",
@@ -46,7 +55,8 @@ def register(sub: Any) -> None:
     p.add_argument("--report", help="write a markdown acceptance report to this file")
     p.add_argument(
         "--review-owner",
-        help="owner of the activation review backlog (default: the bundle's; 'unassigned' fails)",
+        help="owner of the activation review backlog (default: $RETOLD_REVIEW_OWNER, else the "
+        "bundle's; without one the review_backlog gate fails)",
     )
     p.add_argument(
         "--review-backlog-max",
@@ -82,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     result = anyio.run(
         lambda: _fitness.run_fitness(
             bundle,
-            args.scenarios,
+            args.scenarios or default_scenarios(),
             model=model,
             review_owner=args.review_owner,
             review_backlog_bound=args.review_backlog_max,
@@ -110,12 +120,64 @@ def _print_text(result: _fitness.FitnessResult, recorded: _fitness.FitnessRecord
     out = sys.stdout
     out.write(f"fitness {result.bundle} ({result.bundle_sha256[:12]}): {result.verdict.upper()}\n")
     out.write(f"scenario_set_sha256 {result.scenario_set_sha256}\n")
+    out.write(
+        "cases: "
+        + ", ".join(
+            f"{k} {v} (min {result.minimum_cases.get(k, 0)})"
+            for k, v in result.category_counts.items()
+        )
+        + "\n"
+    )
     if result.responder == OfflineResponder.name:
         out.write("responder: deterministic local responder (offline; no model)\n")
     for g in result.gates:
-        runs = ", ".join(f"{r} {v:g}" for r, v in g.runs.items())
+        runs = ", ".join(f"{r} {_show(g, v)}" for r, v in g.runs.items())
         flag = "pass" if g.passed else "FAIL"
-        out.write(f"  {flag:4}  {g.name}: {g.value:g} {g.comparator} {g.threshold:g}  ({runs})\n")
+        out.write(
+            f"  {flag:4}  {g.name}: {_show(g, g.value)} {g.comparator} {_show(g, g.threshold)}"
+            f"  ({runs}; {g.cases} cases)\n"
+        )
+        if not g.passed:
+            out.write(f"        why: {g.failure}\n")
+            for key, ids in _misses_for(result, g.name):
+                shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+                out.write(f"        {key}: {shown}\n")
+    for label, have in result.insufficient.items():
+        out.write(
+            f"  INSUFFICIENT  {label}: {have} cases, a verdict needs at least "
+            f"{result.minimum_cases[label]}\n"
+        )
     if recorded is not None:
         out.write(f"recorded as fitness result #{recorded.id}\n")
     out.write(f"{result.elapsed_s:.1f}s\n")
+
+
+_MISS_KEYS = {
+    "ordinary_injection_rate": ("ordinary_injected",),
+    "conditional_fact_recall": (
+        "conditional_not_applied",
+        "conditional_evidence_missing",
+        "conditional_stale_admitted",
+        "conditional_unrelated_admitted",
+    ),
+    "ambient_preference_recall": ("ambient_missed",),
+    "trigger_preference_promotions": ("trigger_promoted",),
+    "withdrawn_preferences_in_force": ("withdrawn_in_force",),
+    "unsafe_automatic_promotions": ("unsafe_promoted",),
+}
+
+
+def _misses_for(result: _fitness.FitnessResult, gate: str) -> list[tuple[str, list[str]]]:
+    """The failing cases behind ``gate``, per run and reason."""
+    out: list[tuple[str, list[str]]] = []
+    for run, m in result.runs.items():
+        for key in _MISS_KEYS.get(gate, ()):
+            if m.misses.get(key):
+                out.append((f"{run} {key}", m.misses[key]))
+    return out
+
+
+def _show(gate: _fitness.GateResult, value: float) -> str:
+    if gate.name.endswith(("_rate", "_recall")):
+        return f"{value * 100:.1f}%"
+    return f"{value:g}"
