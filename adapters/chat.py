@@ -45,7 +45,6 @@ from retold._packing import PackingConfig, pack
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._profile import ProfileAssembler
 from retold._records import Principal, ProfileBlock, Role, TranscriptTurn, UtcDatetime
-from retold._retrieval import HybridRetriever
 from retold._store import SQLiteStore
 from retold._tokens import TokenCounter, token_counter
 from retold._typing import Retriever
@@ -299,8 +298,7 @@ class MemoryChat:
             config=config or b.config(),
             gap_policy=b.gap_policy(model),
             admission_policy=b.admission_policy(model),
-            retriever=kwargs.pop("retriever", None)
-            or HybridRetriever(store, config=b.retrieval_config),
+            retriever=kwargs.pop("retriever", None) or b.retriever(store),
             extractor=b.extractor(model),
             activation=kwargs.pop("activation", None)
             or ActivationPolicy(store, b.activation_classifier(model)),

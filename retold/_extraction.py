@@ -532,10 +532,19 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bmy budget\b|\bbudget (?:is|of)\b", re.I), "budget"),
     (
         re.compile(
-            r"\b(concise|concisely|short answers|brief|bullet points|verbose|detailed answers)\b",
+            r"\b(concise|concisely|short answers|brief|briefly|succinct|terse|verbose|"
+            r"detailed answers|long answers)\b",
             re.I,
         ),
-        "answer_style",
+        "answer_style.length",
+    ),
+    (
+        re.compile(
+            r"\b(bullet points|bullets|bulleted|numbered lists?|tables?|markdown|"
+            r"headings|headers)\b",
+            re.I,
+        ),
+        "answer_style.format",
     ),
     (
         # "reply in plain text" or "write in bullet points" names a format, not a language
@@ -564,7 +573,8 @@ _STATE_KINDS = {
     "allergy": RecordKind.FACT,
     "diet": RecordKind.FACT,
     "budget": RecordKind.FACT,
-    "answer_style": RecordKind.PREFERENCE,
+    "answer_style.length": RecordKind.PREFERENCE,
+    "answer_style.format": RecordKind.PREFERENCE,
     "response_language": RecordKind.PREFERENCE,
     "accessibility": RecordKind.PREFERENCE,
 }
@@ -586,17 +596,44 @@ _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "
 
 # Slugs a sentence gets only when it states a preference: "short answers leave me with more
 # questions" is not an answer-style preference, and "I teach in French" is no language one.
-_PREFERENCE_ONLY = {"answer_style"}
+_PREFERENCE_ONLY = {"answer_style.length", "answer_style.format"}
+
+
+# Who a clause is about, read from its grammatical subject: "my wife ...", "my son's ...",
+# or a name opening the sentence ("Tom is allergic to ..."). Pronouns and possessives only:
+# no topical vocabulary.
+_OTHER_SUBJECT = re.compile(
+    r"\b[Mm]y ([a-z]+)(?:'s)?\b(?!.*\b(?i:i|i'm|i've|i'll|i'd|we|we're|we've)\b)"
+    r"|^\W*([A-Z][a-z]+)(?:'s)?\s+(?:is|was|has|had|works?|lives?|moved|got|can't|cannot|"
+    r"doesn't|does|hates?|loves?|likes?|wants?|needs?|started|quit|left)\b",
+)
+_SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
+
+
+def _subject(clause: str) -> str | None:
+    """Whom ``clause`` (the words before an attribute's cue) is about: None for the principal
+    themself, else the relation or name that is its subject ("wife", "tom")."""
+    m = _OTHER_SUBJECT.search(clause)
+    if m is None:
+        return None
+    if m.group(2) is None and _SELF_SUBJECT.search(clause[: m.start()]):
+        return None  # "I told my boss ..." is still about the principal
+    return (m.group(1) or m.group(2)).lower()
 
 
 def _attribute(sentence: str, preference_like: bool = True) -> str | None:
+    """The record's structural key ``[subject:]attribute``: an update supersedes only the
+    record with the same key, so "my son is allergic to X" never replaces "I'm allergic to
+    Y", and an answer-length preference never replaces an answer-format one."""
     for pattern, slug in _ATTRIBUTES:
         if slug in _PREFERENCE_ONLY and not preference_like:
             continue
         if pattern is _LANGUAGE_REQUEST and not preference_like:
             continue
-        if pattern.search(sentence):
-            return slug
+        m = pattern.search(sentence)
+        if m:
+            subject = _subject(sentence[: m.start()])
+            return f"{subject}:{slug}" if subject else slug
     m = _MY_NOUN.search(sentence)
     if m and m.group(1).lower() not in _STOP_NOUNS:
         return re.sub(r"[^a-z]+", "_", m.group(1).lower()).strip("_")
@@ -663,7 +700,7 @@ class OfflineExtractor:
                 hypothetical = _is_hypothetical(sentence)
                 preference_like = instruction or withdrawal
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
-                kind = _STATE_KINDS.get(attribute or "", _kind(sentence))
+                kind = _STATE_KINDS.get((attribute or "").rpartition(":")[2], _kind(sentence))
                 if request or withdrawal or _FOREIGN_INSTRUCTION.search(sentence):
                     kind = RecordKind.PREFERENCE
                 out.append(

@@ -637,7 +637,7 @@ def _open(pipe: _Pipeline, path: str | Path, now: datetime, start: int, run: Run
         config=pipe.config,
         gap_policy=bundle.gap_policy(pipe.model),
         admission_policy=bundle.admission_policy(pipe.model),
-        retriever=HybridRetriever(store, config=bundle.retrieval_config),
+        retriever=_retriever(bundle, store),
         extractor=bundle.extractor(pipe.model),
         activation=activation,
         retrieval_config=bundle.retrieval_config,
@@ -757,6 +757,14 @@ async def _run_scenario(pipe: _Pipeline, scenario: Scenario, run: RunName) -> Pr
     finally:
         store.close()
         _discard(store.path)
+
+
+def _retriever(bundle: FitnessBundle, store: SQLiteStore) -> Any:
+    """The bundle's own retriever (``local`` searches by meaning too), else the default one."""
+    build = getattr(bundle, "retriever", None)
+    if callable(build):
+        return build(store)
+    return HybridRetriever(store, config=bundle.retrieval_config)
 
 
 def _discard(path: str) -> None:

@@ -75,7 +75,7 @@ def test_offline_extractor_keeps_only_principal_statements(store: SQLiteStore) -
     assert all(i.evidence_turns[0] in (0, 4) for i in items)
     assert not any("Madrid" in t or "bullet" in t or "language=fr" in t for t in texts)
     pref = next(i for i in items if "concisely" in i.text)
-    assert pref.kind is RecordKind.PREFERENCE and pref.attribute == "answer_style"
+    assert pref.kind is RecordKind.PREFERENCE and pref.attribute == "answer_style.length"
     boat = next(i for i in items if "boat" in i.text)
     assert boat.epistemic.value == "hypothetical" and boat.attribute is None
     assert next(i for i in items if "Porto" in i.text).attribute == "residence"
@@ -105,6 +105,62 @@ async def test_new_statement_of_attribute_supersedes(store: SQLiteStore, clock: 
     old = store.get(SCOPE, result.superseded[0])
     assert old is not None and old.lifecycle is LifecycleState.SUPERSEDED and "Porto" in old.text
     assert [r.text for r in store.list_records(SCOPE)] == ["Big news: I moved to Berlin last week."]
+
+
+@pytest.mark.anyio
+async def test_two_different_style_preferences_both_survive(
+    store: SQLiteStore, clock: FixedClock
+) -> None:
+    """An answer-format preference stated after an answer-length one supersedes nothing."""
+    _turns(store, "s1", [(Role.USER, None, "Please always keep your answers brief.")])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=3)
+    _turns(store, "s2", [(Role.USER, None, "From now on, please use bullet points.")])
+    result = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert result.superseded == ()
+    live = store.list_records(SCOPE)
+    assert sorted(r.attribute or "" for r in live) == [
+        "answer_style.format",
+        "answer_style.length",
+    ]
+    assert all(r.lifecycle is LifecycleState.ACTIVE for r in live)
+
+
+@pytest.mark.anyio
+async def test_update_supersedes_only_the_same_subject_and_attribute(
+    store: SQLiteStore, clock: FixedClock
+) -> None:
+    """A relative's allergy never supersedes the principal's; the principal's own update does."""
+    _turns(store, "s1", [(Role.USER, None, "I'm allergic to shellfish.")])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=3)
+    _turns(store, "s2", [(Role.USER, None, "My son is allergic to peanuts, sadly.")])
+    second = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert second.superseded == ()
+    assert second.records[0].attribute == "son:allergy"
+    clock.advance(days=3)
+    _turns(store, "s3", [(Role.USER, None, "Turns out I'm allergic to sesame, not shellfish.")])
+    third = await extract_session(store, SCOPE, "s3", OfflineExtractor())
+    assert len(third.superseded) == 1
+    old = store.get(SCOPE, third.superseded[0])
+    assert old is not None and "shellfish" in old.text and old.attribute == "allergy"
+    assert {r.attribute for r in store.list_records(SCOPE)} == {"son:allergy", "allergy"}
+
+
+@pytest.mark.anyio
+async def test_change_words_alone_supersede_nothing(store: SQLiteStore, clock: FixedClock) -> None:
+    """'Actually we moved the trip' in a later session leaves the job and the car records alone."""
+    _turns(
+        store,
+        "s1",
+        [(Role.USER, None, "I work at Hollis Bank. My car is a 2016 Golf. The trip is in May.")],
+    )
+    first = await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=10)
+    _turns(store, "s2", [(Role.USER, None, "Actually we moved the trip to June.")])
+    result = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert result.superseded == ()
+    assert {r.id for r in store.list_records(SCOPE)} >= set(first.written)
 
 
 class _Scripted:
@@ -217,14 +273,14 @@ def _extracted(text: str) -> list[ExtractedRecord]:
 @pytest.mark.parametrize(
     ("text", "attribute"),
     [
-        ("can you generally give me answers as bullet points?", "answer_style"),
+        ("can you generally give me answers as bullet points?", "answer_style.format"),
         ("could you answer me in Japanese from now on?", "response_language"),
         ("respóndeme siempre en español, por favor", "response_language"),
         ("fala comigo em português, sempre", "response_language"),
         ("réponds-moi en français à partir de maintenant", "response_language"),
         ("antworte mir bitte immer auf Deutsch", "response_language"),
         ("please always keep sentences short and break things up", None),
-        ("never mind the bullet points thing", "answer_style"),
+        ("never mind the bullet points thing", "answer_style.format"),
     ],
 )
 def test_offline_extractor_keeps_requests_instructions_and_other_languages(
@@ -252,7 +308,7 @@ def test_offline_extractor_gives_style_slugs_only_to_preferences() -> None:
         "I actually prefer long, detailed answers, for everything. "
         "short answers leave me with more questions"
     )
-    assert [i.attribute for i in items] == ["answer_style", None]
+    assert [i.attribute for i in items] == ["answer_style.length", None]
     assert items[0].kind is RecordKind.PREFERENCE
     assert _extracted("I reply in plain text at work")[0].attribute is None
 

@@ -1,0 +1,276 @@
+"""The ``local`` bundle's policies: gap planning and admission on meaning, with no LLM.
+
+They need only the ``local-embeddings`` extra: every decision compares MiniLM sentence
+vectors (loaded from disk by :class:`retold.LocalEmbedder`, never downloaded), so a probe
+that shares no word with the fact it needs ("How much more does the new position pay?" /
+"I got the offer: 96k") is still matched, and a shared common word ("keep") is not a match.
+
+* :class:`SemanticGapPlanner` plans one gap for any turn that could use the principal's
+  memory (the store holds something for them, and the turn is more than a greeting or an
+  acknowledgement); its query is the turn itself, searched by meaning (the dense stage). It
+  does not need a first-person or recall cue: whether a stored record is close enough to
+  matter is the judge's call, on the vectors.
+* :class:`SemanticAdmissionJudge` scores each candidate by the cosine similarity between the
+  turn and the record. A candidate is ``helpful`` when that similarity clears
+  ``min_relevance`` and comes within ``margin`` of the best candidate (so an unrelated
+  record is not admitted beside the right one); ``redundant`` when the draft, the public
+  context or the ambient profile already says it; ``stale_or_conflicting`` when the store
+  links it to a conflicting record. Staleness comes only from the store: a superseded
+  record is not live, so it never reaches the judge; no cue word in the session marks
+  anything stale. Two admitted statements that say nearly the same thing (``same_thing``)
+  keep only the newer one.
+
+The thresholds were calibrated on the development scenario set only (see
+``tools/calibrate_local.py``); the held-out test split is never used to set them.
+
+Vectors are cached per text for the life of the embedder wrapper (:class:`CachedEmbedder`)
+and rounded so that a text's vector does not depend on what it was batched with: the same
+inputs give the same decisions.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+import anyio
+
+from retold._policies import (
+    AdmissionDecision,
+    CandidateVerdict,
+    Gap,
+    GapCategory,
+    GapDecision,
+    ReasonCode,
+)
+from retold._records import EpistemicState, ProfileBlock, Record
+from retold._typing import Embedder
+
+from .lexical import content_terms
+
+__all__ = [
+    "CachedEmbedder",
+    "SemanticAdmissionJudge",
+    "SemanticGapPlanner",
+    "cosine",
+    "shared_embedder",
+]
+
+# The gap categories, described in the spec's own words (§3.1): a turn is filed under the
+# category whose description it is closest to in meaning. General text, not scenario words.
+_CATEGORY_DESCRIPTIONS: dict[GapCategory, str] = {
+    GapCategory.PREFERENCE: "what I like, prefer or usually choose",
+    GapCategory.PRIOR_DECISION: "what I decided, chose or planned earlier",
+    GapCategory.CONSTRAINT: "my limits and needs: budget, health, diet, allergies, access",
+    GapCategory.RELATIONSHIP_OR_EVENT: "the people in my life and what happened to me",
+    GapCategory.TASK_STATE: "where I am with a task or project I am working on",
+}
+# A turn that is only a greeting, thanks or a sign-off never needs the user's memory. These
+# are conversation formulas, not topics.
+_SMALL_TALK = re.compile(
+    r"^\W*(?:thanks|thank you|thx|good (?:morning|night|evening|afternoon)|hi|hello|hey|"
+    r"ok|okay|bye|goodbye|see you|cool|great|nice|got it)\W*(?:\w+\W*)?$",
+    re.I,
+)
+
+
+_DIGITS = 4
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0.0 when either is all zeros)."""
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(math.fsum(x * x for x in a))
+    nb = math.sqrt(math.fsum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+class CachedEmbedder:
+    """An :class:`~retold.Embedder` that remembers every text's vector for its lifetime.
+
+    Missing texts are embedded in one batch and each vector is rounded to ``_DIGITS``
+    decimals, well above the float noise that batching (padding) adds, so a text's vector
+    does not depend on what it was batched with. At most ``max_entries`` are kept (the
+    oldest are dropped first). The wrapped
+    embedder's ``model_id`` and ``dimensions`` are passed through, so the retriever's stored
+    vectors are shared with the policies.
+    """
+
+    def __init__(self, inner: Embedder, *, max_entries: int = 50_000) -> None:
+        self.inner = inner
+        self.max_entries = max_entries
+        self._cache: dict[str, list[float]] = {}
+        self._lock = anyio.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        async with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+            if missing:
+                vectors = await self.inner.embed(missing)
+                for text, vector in zip(missing, vectors, strict=True):
+                    if len(self._cache) >= self.max_entries:
+                        self._cache.pop(next(iter(self._cache)))
+                    # Rounded: a text's vector must not depend on the batch it came in.
+                    self._cache[text] = [round(float(x), _DIGITS) for x in vector]
+            return [self._cache[t] for t in texts]
+
+
+@functools.cache
+def shared_embedder() -> CachedEmbedder:
+    """The process-wide MiniLM embedder of the ``local`` bundle (loaded once, from disk).
+
+    Raises:
+        UsageError: the ``local-embeddings`` extra is not installed.
+    """
+    from retold._embedding import LocalEmbedder
+
+    return CachedEmbedder(LocalEmbedder())
+
+
+class SemanticGapPlanner:
+    """Gap planner of the ``local`` bundle: plans by meaning, needs no cue word.
+
+    One gap whose query is the turn, for every turn that is more than a greeting or an
+    acknowledgement, provided the store holds something for the principal. Its category is
+    the one whose description (spec §3.1) the turn is closest to in meaning.
+    """
+
+    policy_id = "semantic-gap-planner-local@1"
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    async def plan(
+        self,
+        turn: str,
+        public_context: str | None,
+        ambient_profile: ProfileBlock,
+        inventory: Sequence[str],
+    ) -> GapDecision:
+        if not inventory or not turn.strip() or _SMALL_TALK.match(turn):
+            return GapDecision(policy=self.policy_id)
+        names = list(_CATEGORY_DESCRIPTIONS)
+        vectors = await self.embedder.embed([turn, *(_CATEGORY_DESCRIPTIONS[n] for n in names)])
+        scores = [cosine(vectors[0], v) for v in vectors[1:]]
+        best = max(range(len(names)), key=lambda i: (scores[i], -i))
+        gap = Gap(category=names[best], query=turn)
+        return GapDecision(gaps=(gap,), policy=self.policy_id)
+
+
+def _when(record: Record) -> datetime:
+    return record.event_time or record.created_at
+
+
+def _pieces(text: str) -> list[str]:
+    """Sentences of ``text`` (lines and sentence ends), for the redundancy check."""
+    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
+    return [p.strip() for p in parts if len(p.strip()) >= 8]
+
+
+class SemanticAdmissionJudge:
+    """Admission judge of the ``local`` bundle: relevance by meaning, staleness by links.
+
+    Args:
+        embedder: the sentence embedder (the bundle's shared MiniLM).
+        min_relevance: cosine(turn, record) a candidate needs to be helpful.
+        margin: a helpful candidate must score within this of the best one.
+        redundant_at: cosine(record, a sentence of draft/context/profile) at which the
+            record is already said.
+        same_thing: cosine(record, record) at which two admitted statements from different
+            sessions say the same thing and only the newer is kept.
+        max_admitted: at most this many records are admitted.
+    """
+
+    policy_id = "semantic-admission-judge-local@1"
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        min_relevance: float = 0.45,
+        margin: float = 0.12,
+        redundant_at: float = 0.92,
+        same_thing: float = 0.8,
+        max_admitted: int = 3,
+    ) -> None:
+        self.embedder = embedder
+        self.min_relevance = min_relevance
+        self.margin = margin
+        self.redundant_at = redundant_at
+        self.same_thing = same_thing
+        self.max_admitted = max_admitted
+
+    async def admit(
+        self,
+        turn: str,
+        public_context: str | None,
+        ambient_profile: ProfileBlock,
+        draft: str,
+        candidates: Sequence[Record],
+    ) -> AdmissionDecision:
+        reasons: dict[str, ReasonCode] = {}
+        usable: list[Record] = []
+        for record in candidates:
+            if record.conflicts_with:
+                reasons[record.id] = ReasonCode.STALE_OR_CONFLICTING
+            elif record.epistemic is EpistemicState.HYPOTHETICAL or "[REDACTED:" in record.text:
+                reasons[record.id] = ReasonCode.POTENTIALLY_HARMFUL
+            else:
+                usable.append(record)
+        # What the answer already has: the draft (less its echo of the turn), the public
+        # context and the profile, sentence by sentence.
+        known = [
+            p
+            for p in _pieces("\n".join([draft, public_context or "", ambient_profile.text]))
+            if p.strip() not in turn
+        ]
+        texts = [turn, *(r.text for r in usable), *known]
+        vectors = await self.embedder.embed(texts)
+        turn_vec = vectors[0]
+        rec_vecs = {r.id: vectors[1 + i] for i, r in enumerate(usable)}
+        known_vecs = vectors[1 + len(usable) :]
+        known_terms = set(content_terms(" ".join(known)))
+        relevance = {r.id: cosine(turn_vec, rec_vecs[r.id]) for r in usable}
+        best = max(relevance.values(), default=0.0)
+        helpful: list[Record] = []
+        for record in usable:
+            rel = relevance[record.id]
+            terms = set(content_terms(record.text))
+            said = any(cosine(rec_vecs[record.id], v) >= self.redundant_at for v in known_vecs)
+            if (terms and terms <= known_terms) or said:
+                reasons[record.id] = ReasonCode.REDUNDANT
+            elif rel >= self.min_relevance and rel >= best - self.margin:
+                reasons[record.id] = ReasonCode.HELPFUL
+                helpful.append(record)
+            else:
+                reasons[record.id] = ReasonCode.INSUFFICIENT
+        # Two statements from different sessions that say nearly the same thing: the newer
+        # one is what holds now.
+        newest_first = sorted(helpful, key=lambda r: (_when(r), r.id), reverse=True)
+        kept: list[Record] = []
+        for record in newest_first:
+            if any(
+                k.session_id != record.session_id
+                and cosine(rec_vecs[k.id], rec_vecs[record.id]) >= self.same_thing
+                for k in kept
+            ):
+                reasons[record.id] = ReasonCode.STALE_OR_CONFLICTING
+                continue
+            kept.append(record)
+        kept.sort(key=lambda r: (-relevance[r.id], r.id))
+        for record in kept[self.max_admitted :]:
+            reasons[record.id] = ReasonCode.INSUFFICIENT
+        admitted = tuple(r.id for r in kept[: self.max_admitted])
+        verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
+        return AdmissionDecision(admitted=admitted, verdicts=verdicts, policy=self.policy_id)
