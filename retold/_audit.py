@@ -589,6 +589,9 @@ class AuditLog:
         with their turn decision instead.
         """
         search_id = "s" + uuid.uuid4().hex
+        # The session's decisions handed over earlier are written first, so search_log
+        # keeps the session's order.
+        self.writer.wait_session((scope.tenant, scope.principal, session_id), None)
         with self.store.write() as w:
             w.insert(
                 "search_log",

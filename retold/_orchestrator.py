@@ -1160,9 +1160,9 @@ class UtilityAwareOrchestrator:
                 ) from exc
             raise
         # Sized before validated: validating 300k verdicts would stall the event loop.
-        too_many = _too_many(raw, "verdicts", len(records)) or _too_many(
-            raw, "admitted", len(records)
-        )
+        # The bound leaves room for a few ids it was not given (reported as unknown_ids).
+        cap = 2 * len(records) + 8
+        too_many = _too_many(raw, "verdicts", cap) or _too_many(raw, "admitted", cap)
         if too_many:
             raise _Fail(FailureReason.MALFORMED, too_many)
         try:
