@@ -237,6 +237,8 @@ _MAX_PENDING = 4096
 _MAX_BATCH = 256
 #: Seconds the writer thread stays up with nothing to write (it restarts on demand).
 _IDLE_S = 0.5
+#: How often an idle writer looks at its queue: the most a row waits before its write starts.
+_POLL_S = 0.002
 
 
 def _session_key(d: TurnMemoryDecision) -> SessionKey:
@@ -292,8 +294,8 @@ class DecisionWriter:
                     target=self._run, name="retold-decision-writer", daemon=False
                 )
                 self._thread.start()
-            else:
-                self._cond.notify_all()
+            # No notify: the writer polls (see _POLL_S), so the turn never pays for waking
+            # another thread, and rows arriving together are committed together.
             return self._submitted
 
     def pending(self, key: SessionKey | None = None) -> int:
@@ -301,7 +303,7 @@ class DecisionWriter:
         with self._cond:
             return self._sessions[key] if key is not None else self._submitted - self._done
 
-    def wait_session(self, key: SessionKey, timeout: float) -> bool:
+    def wait_session(self, key: SessionKey, timeout: float | None) -> bool:
         """Block until the session's handed-over rows are written; False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: self._sessions[key] == 0, timeout)
@@ -314,6 +316,7 @@ class DecisionWriter:
     def drain(self, timeout: float | None = None) -> bool:
         """Block until every row handed over so far is written (or failed); False on timeout."""
         with self._cond:
+            self._cond.notify_all()
             target = self._submitted
             return self._cond.wait_for(lambda: self._done >= target, timeout)
 
@@ -363,15 +366,19 @@ class DecisionWriter:
     # -- the writer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        idle_since = time.monotonic()
         while True:
             with self._cond:
-                if not self._cond.wait_for(lambda: self._queue or self._closed, _IDLE_S) or (
-                    not self._queue
-                ):
-                    self._thread = None  # idle (or closed): the next submit starts a thread
-                    return
+                if not self._queue:
+                    if self._closed or time.monotonic() - idle_since > _IDLE_S:
+                        self._thread = None  # idle or closed: the next submit starts one
+                        self._cond.notify_all()
+                        return
+                    self._cond.wait(_POLL_S)  # woken early by close() and flush()
+                    continue
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), _MAX_BATCH))]
             outcomes = self._write(batch)
+            idle_since = time.monotonic()
             with self._cond:
                 for (seq, d, _), error in zip(batch, outcomes, strict=True):
                     self._sessions[_session_key(d)] -= 1

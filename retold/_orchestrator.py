@@ -330,7 +330,7 @@ async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
 #: (every other turn of the process waited); it is logged as ``policy_blocked_event_loop``.
 #: A call that comes back this long after its deadline ignored cancellation
 #: (``policy_ignored_cancellation``).
-STALL_WARN_MS = 20.0
+STALL_WARN_MS = 50.0
 
 
 class _Probe:

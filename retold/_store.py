@@ -51,6 +51,7 @@ __all__ = [
     "Store",
     "Writer",
     "bounded_by",
+    "check_deadline",
     "current_deadline",
     "iso",
 ]
@@ -181,6 +182,16 @@ def bounded_by(deadline: Deadline | None) -> Iterator[None]:
 def current_deadline() -> Deadline | None:
     """The deadline installed by :func:`bounded_by` in this context, if any."""
     return _ACTIVE_DEADLINE.get()
+
+
+def check_deadline(what: str) -> None:
+    """Raise :class:`DeadlineExceeded` if this context's deadline has passed.
+
+    For Python work between statements (scoring, fusion) that no progress handler sees.
+    """
+    deadline = _ACTIVE_DEADLINE.get()
+    if deadline is not None and deadline.passed():
+        raise deadline.exceeded(what)
 
 
 def _interrupted(exc: sqlite3.Error) -> bool:
