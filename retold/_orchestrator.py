@@ -390,6 +390,8 @@ async def _invoke(
             return await _Stepped(result, probe)
         return await result
     result = await _in_daemon_thread(partial(fn, *args, **kwargs))
+    if probe is not None and inspect.iscoroutine(result):
+        return await _Stepped(result, probe)
     if inspect.isawaitable(result):
         result = await result
     return result
