@@ -473,9 +473,7 @@ def _decision_row(decision: TurnMemoryDecision, write_ms: float) -> tuple[dict[s
         "requested_budget_ms": d.requested_budget_ms,
         "effective_budget_ms": d.effective_budget_ms,
         "budget_permits_regeneration": (
-            None
-            if d.budget_permits_regeneration is None
-            else int(d.budget_permits_regeneration)
+            None if d.budget_permits_regeneration is None else int(d.budget_permits_regeneration)
         ),
         "budget_reserve_ms": d.budget_reserve_ms,
         "regeneration_estimate_ms": d.regeneration_estimate_ms,
@@ -598,7 +596,8 @@ class AuditLog:
         search_id = "s" + uuid.uuid4().hex
         # The session's decisions handed over earlier are written first, so search_log
         # keeps the session's order.
-        self.writer.wait_session((scope.tenant, scope.principal, session_id), None)
+        limit = self.store._busy_ms / 1000 + 5.0
+        self.writer.wait_session((scope.tenant, scope.principal, session_id), limit)
         with self.store.write() as w:
             w.insert(
                 "search_log",

@@ -206,7 +206,7 @@ class _TimedPolicy:
             self.spans.spans.append((t0, time.perf_counter()))
 
 
-def _hold_locks(path: str, seed: int, stop: Any, holds: Any) -> None:
+def _hold_locks(path: str, seed: int, stop: Any, started: Any, holds: Any) -> None:
     """The contention process: hold the write lock for 50-500 ms, release for 5-50 ms."""
     rng = random.Random(seed)
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
@@ -214,11 +214,12 @@ def _hold_locks(path: str, seed: int, stop: Any, holds: Any) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS bench_contention (id INTEGER PRIMARY KEY, at REAL)")
     while not stop.is_set():
         conn.execute("BEGIN IMMEDIATE")
+        with holds.get_lock():
+            holds.value += 1
+        started.set()
         conn.execute("INSERT INTO bench_contention (at) VALUES (?)", [time.time()])
         stop.wait(rng.uniform(0.050, 0.500))
         conn.execute("COMMIT")
-        with holds.get_lock():
-            holds.value += 1
         stop.wait(rng.uniform(0.005, 0.050))
     conn.close()
 
@@ -423,7 +424,9 @@ class _Bench:
         return await _gather(turns, concurrency, job)
 
 
-def _populate(store: SQLiteStore, records: int, *, embedder: HashingEmbedder | None) -> list[Record]:
+def _populate(
+    store: SQLiteStore, records: int, *, embedder: HashingEmbedder | None
+) -> list[Record]:
     """Write ``records`` records for each of two principals (and their vectors)."""
     rng = random.Random(11)
     mine: list[Record] = []
@@ -512,12 +515,16 @@ def run_latency_bench(
                 chosen = FakeRetriever(mine[:6])
             holder: Any = None
             ctx = multiprocessing.get_context("spawn")
-            stop, holds = ctx.Event(), ctx.Value("i", 0)
+            stop, started, holds = ctx.Event(), ctx.Event(), ctx.Value("i", 0)
             if contention:
                 holder = ctx.Process(
-                    target=_hold_locks, args=(str(db), seed, stop, holds), daemon=True
+                    target=_hold_locks, args=(str(db), seed, stop, started, holds), daemon=True
                 )
                 holder.start()
+                # Time nothing before the lock holder is holding.
+                if not started.wait(60):
+                    holder.kill()
+                    raise RuntimeError("the contention process did not start")
             try:
                 report: dict[str, Any] = anyio.run(
                     _run, store, chosen, mine, turns, concurrency, seed, backend=backend

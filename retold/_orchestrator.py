@@ -806,7 +806,11 @@ class UtilityAwareOrchestrator:
         Raises:
             StoreError: a decision row could not be written.
         """
-        await anyio.to_thread.run_sync(self.audit.flush)
+        writer = self.audit.writer
+        # Only the wait runs on a thread (abandoned if the caller gives up); failures are
+        # taken here, so none is lost with an abandoned thread.
+        await anyio.to_thread.run_sync(writer.drain, None, abandon_on_cancel=True)
+        writer.raise_failures()
 
     async def _before_turn(self, scope: Principal, session_id: str) -> None:
         """Surface failed decision writes, and let the session's previous row land first."""
@@ -1094,9 +1098,7 @@ class UtilityAwareOrchestrator:
         except BaseException as exc:
             if _cancelled_by_caller(exc):
                 raise
-            log.error(
-                "policy_raised_base_exception", stage=stage.value, error=type(exc).__name__
-            )
+            log.error("policy_raised_base_exception", stage=stage.value, error=type(exc).__name__)
             raise _Fail(FailureReason.EXCEPTION, type(exc).__name__) from exc
         finally:
             late = anyio.current_time() - scope.deadline

@@ -120,7 +120,9 @@ class Deadline:
         self._expired = False
 
     @classmethod
-    def after(cls, seconds: float, *, kind: str = "timeout", parent: Deadline | None = None) -> Deadline:
+    def after(
+        cls, seconds: float, *, kind: str = "timeout", parent: Deadline | None = None
+    ) -> Deadline:
         """A deadline ``seconds`` from now (``math.inf``: none of its own)."""
         return cls(time.monotonic() + seconds, kind=kind, parent=parent)
 
@@ -590,7 +592,9 @@ class SQLiteStore:
                     if deadline is not None and left_ms < self._busy_ms:
                         conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             except sqlite3.Error as exc:
-                if deadline is not None and (deadline.passed() or _interrupted(exc)):
+                # A busy error after a clamped wait is the deadline's doing too.
+                clamped = left_ms < self._busy_ms
+                if deadline is not None and (deadline.passed() or _interrupted(exc) or clamped):
                     raise deadline.exceeded("waiting for the write lock") from exc
                 raise StoreError(f"cannot start a write transaction: {exc}") from exc
             try:

@@ -327,9 +327,7 @@ async def test_failed_audit_write_is_loud_and_leaves_nothing(
         with pytest.raises(StoreError, match="could not be written") as info:
             await orch.flush()
     assert isinstance(info.value.__cause__, RuntimeError)
-    assert [e["log_level"] for e in logs if e["event"] == "turn_decision_write_failed"] == [
-        "error"
-    ]
+    assert [e["log_level"] for e in logs if e["event"] == "turn_decision_write_failed"] == ["error"]
     assert orch.audit.writer.failed == 1
     assert store.query("SELECT count(*) AS n FROM turn_decisions")[0]["n"] == 0
     assert store.query("SELECT count(*) AS n FROM search_log")[0]["n"] == 0

@@ -340,7 +340,7 @@ async def test_an_async_policy_blocking_the_event_loop_is_reported(
     """An async planner that blocks the loop is logged with the stall's length."""
 
     async def plan(*args: Any) -> dict[str, Any]:
-        time.sleep(0.12)  # the fault under test: blocking I/O inside an async policy
+        time.sleep(0.12)  # noqa: ASYNC251 - the fault under test: blocking inside async
         return {"gaps": []}
 
     orch = orchestrator(store, FunctionGapPolicy(plan))
