@@ -4,7 +4,8 @@ Draft and gap planning start together; gap queries drive retrieval; admission se
 bounded candidate set once, against the draft; at most one regeneration adds the admitted,
 source-traceable record text. Every failure, timeout or budget withholding returns the
 draft with conditional memory withheld, and every turn ends with exactly one turn-decision
-row, written after the last model call has returned.
+row, handed to the store's decision writer after the last model call has returned and
+written off the turn's critical path (see :mod:`retold._audit`).
 """
 
 from __future__ import annotations
