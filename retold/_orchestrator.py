@@ -1342,7 +1342,9 @@ class UtilityAwareOrchestrator:
         admission = t.admission
         admitted = admission.admitted if admission is not None else ()
         draft = t.draft or ""
-        return TurnMemoryDecision(
+        # Every field is already a validated value of its declared type, so the decision is
+        # assembled without re-validating it: this runs on every turn's critical path.
+        return TurnMemoryDecision.model_construct(
             decision_id="d" + uuid.uuid4().hex,
             scope=t.scope,
             session_id=t.session_id,
@@ -1366,7 +1368,7 @@ class UtilityAwareOrchestrator:
             # Nothing is held back any more: the decision write is off the critical path.
             budget_reserve_ms=0.0 if t.budget_ms else None,
             regeneration_estimate_ms=_round(t.draft_latency_ms()),
-            timings=StageTimings(
+            timings=StageTimings.model_construct(
                 draft_ms=ms(Stage.DRAFT),
                 gap_ms=ms(Stage.GAP),
                 retrieval_ms=ms(Stage.RETRIEVAL),
@@ -1380,7 +1382,7 @@ class UtilityAwareOrchestrator:
             admission_policy_id=self._admission_id,
             serving_model=self.serving_model,
             bundle_retrieval_verified=self.bundle.retrieval_verified,
-            config=self._snapshot,
+            config=dict(self._snapshot),
             draft_sha256=_sha256(t.draft),
             response_sha256=_sha256(response) if response else None,
         )
