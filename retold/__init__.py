@@ -23,12 +23,13 @@ from ._activation_evidence import (
 from ._activation_review import ReviewBacklog, ReviewItem, ReviewQueue
 from ._activation_rules import ClaimMatch, find_supporting_claim
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision, ReviewResolution
-from ._audit import AuditLog, DecisionReport, OfflineLabel
+from ._audit import AuditLog, DecisionReport, DecisionWriter, OfflineLabel
 from ._config import UtilityAwareConfig
 from ._embedding import LocalEmbedder
 from ._errors import (
     AdapterHTTPError,
     BundleMismatchError,
+    DeadlineExceeded,
     InvalidInputError,
     PolicyError,
     RetoldError,
@@ -157,8 +158,10 @@ __all__ = [
     "CandidateVerdict",
     "CharCounter",
     "ClaimMatch",
+    "DeadlineExceeded",
     "DecisionReport",
     "DecisionStatus",
+    "DecisionWriter",
     "Disposition",
     "Embedder",
     "EpistemicState",

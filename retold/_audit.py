@@ -5,6 +5,25 @@ session turn already exist. The one exception is ``search_log.context`` (the raw
 which the spec keeps in the audit trail; like every bound string it passes the store's
 redactor first. A turn's decision row and its ``search_log`` rows are written in one
 transaction, after every model call of the turn has returned.
+
+How the decision write stays off the turn's critical path (:class:`DecisionWriter`):
+
+* a turn *hands over* its decision to the store's one writer thread and returns; the
+  handover is an append to a bounded in-memory queue (microseconds, no lock, no SQL);
+* the writer drains the queue in batches, each batch one ``BEGIN IMMEDIATE`` transaction
+  (group commit: under a busy store a lock wait is paid once per batch, not per turn); a
+  batch that fails is retried row by row, so one bad row cannot sink the others;
+* a row is durable before the next turn of its session starts (``prepare_turn`` waits for
+  it), on ``flush()``, on ``close()`` of the store, and before any read of this log;
+* a failed write is loud: logged as ``turn_decision_write_failed`` (error level),
+  counted in ``DecisionWriter.failed``, and raised as :class:`~retold.StoreError` by the
+  next ``prepare_turn``, by ``flush()`` and by the store's ``close()``;
+* when the queue is full (the database has not accepted a write for a long while) a turn
+  waits for room, bounded by the store's busy timeout, and then raises: no row is dropped.
+
+Every turn still writes exactly one decision row. ``total_ms`` is the true wall time of the
+call (handover included); ``write_ms`` is the row's own wall time from handover to its
+insertion, queueing and lock waits included.
 """
 
 from __future__ import annotations
@@ -12,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sqlite3
+import threading
+import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +49,7 @@ from ._store import SQLiteStore, iso
 if TYPE_CHECKING:
     from ._orchestrator import TurnMemoryDecision
 
-__all__ = ["AuditLog", "DecisionReport", "OfflineLabel", "percentile"]
+__all__ = ["AuditLog", "DecisionReport", "DecisionWriter", "OfflineLabel", "percentile"]
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +136,10 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL,
         UNIQUE (decision_id, subset, labeler_version, model_family, provenance)
     );
+    """,
+    # The decision write left the turn's critical path: its own wall time, recorded apart.
+    """
+    ALTER TABLE turn_decisions ADD COLUMN write_ms REAL;
     """,
 )
 
@@ -205,144 +229,353 @@ class DecisionReport(BaseModel):
     admission: dict[str, AdmissionQuality]
 
 
+SessionKey = tuple[str, str, str]
+
+#: Decisions waiting for the writer before a turn has to wait for room.
+_MAX_PENDING = 4096
+#: Decisions written in one transaction at most.
+_MAX_BATCH = 256
+#: Seconds the writer thread stays up with nothing to write (it restarts on demand).
+_IDLE_S = 0.5
+#: How often an idle writer looks at its queue: the most a row waits before its write starts.
+_POLL_S = 0.002
+
+
+def _session_key(d: TurnMemoryDecision) -> SessionKey:
+    return (d.scope.tenant, d.scope.principal, d.session_id)
+
+
+class DecisionWriter:
+    """The store's turn-decision writer: a bounded queue drained by one thread (see module doc).
+
+    One per :class:`SQLiteStore` (``AuditLog`` finds it with :meth:`SQLiteStore.shared`), so
+    every orchestrator over a store shares its queue, order and failures. The thread is not
+    a daemon: a process exiting normally writes what is queued first.
+
+    Attributes:
+        written / failed: rows written, and rows that could not be written, so far.
+    """
+
+    def __init__(self, store: SQLiteStore, *, max_pending: int = _MAX_PENDING) -> None:
+        self.store = store
+        self.max_pending = max_pending
+        self.written = 0
+        self.failed = 0
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[int, TurnMemoryDecision, float]] = deque()
+        self._sessions: Counter[SessionKey] = Counter()
+        self._submitted = 0  # sequence number of the last handed-over decision
+        self._done = 0  # every decision up to this sequence number is written or failed
+        self._errors: list[tuple[str, BaseException]] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        # Configuration snapshots already stored: a turn row references its snapshot by
+        # hash, so the (long) snapshot is written and redacted once, not on every turn.
+        self._configs: set[bytes] = set()
+
+    # -- the turn's side ------------------------------------------------------------------
+
+    def submit(self, decision: TurnMemoryDecision) -> int | None:
+        """Hand ``decision`` over; returns its sequence number, or None when the queue is full.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        with self._cond:
+            if self._closed:
+                raise StoreError("the store is closed; the turn decision cannot be written")
+            if len(self._queue) >= self.max_pending:
+                return None
+            self._submitted += 1
+            self._queue.append((self._submitted, decision, time.monotonic()))
+            self._sessions[_session_key(decision)] += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="retold-decision-writer", daemon=False
+                )
+                self._thread.start()
+            # No notify: the writer polls (see _POLL_S), so the turn never pays for waking
+            # another thread, and rows arriving together are committed together.
+            return self._submitted
+
+    def pending(self, key: SessionKey | None = None) -> int:
+        """Rows handed over and not yet written (for one session, or in all)."""
+        with self._cond:
+            return self._sessions[key] if key is not None else self._submitted - self._done
+
+    def wait_session(self, key: SessionKey, timeout: float | None) -> bool:
+        """Block until the session's handed-over rows are written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._sessions[key] == 0, timeout)
+
+    def wait_room(self, timeout: float) -> bool:
+        """Block until the queue has room; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._queue) < self.max_pending, timeout)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Block until every row handed over so far is written (or failed); False on timeout."""
+        with self._cond:
+            self._cond.notify_all()
+            target = self._submitted
+            return self._cond.wait_for(lambda: self._done >= target, timeout)
+
+    def wait_for(self, seq: int, timeout: float | None = None) -> bool:
+        """Block until the row with sequence number ``seq`` is written (or failed)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._done >= seq, timeout)
+
+    def raise_failures(self, decision_id: str | None = None) -> None:
+        """Raise the failed writes not raised yet (only ``decision_id``'s, when given).
+
+        Raises:
+            StoreError: naming how many rows were lost and the first cause.
+        """
+        with self._cond:
+            if decision_id is None:
+                failures, self._errors = self._errors, []
+            else:
+                failures = [e for e in self._errors if e[0] == decision_id]
+                self._errors = [e for e in self._errors if e[0] != decision_id]
+        if failures:
+            first_id, cause = failures[0]
+            raise StoreError(
+                f"{len(failures)} turn-decision row(s) could not be written "
+                f"(first: {first_id}: {type(cause).__name__}: {cause})"
+            ) from cause
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Make every handed-over row durable, then raise any failed write.
+
+        Raises:
+            StoreError: a row could not be written, or the writer did not finish in time.
+        """
+        if not self.drain(timeout):
+            raise StoreError(f"turn-decision rows not written within {timeout} s")
+        self.raise_failures()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then refuse further rows (the store calls this when it closes)."""
+        try:
+            self.flush(timeout)
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            with self._cond:
+                if not self._queue:
+                    if self._closed or time.monotonic() - idle_since > _IDLE_S:
+                        self._thread = None  # idle or closed: the next submit starts one
+                        self._cond.notify_all()
+                        return
+                    self._cond.wait(_POLL_S)  # woken early by close() and flush()
+                    continue
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), _MAX_BATCH))]
+            outcomes = self._write(batch)
+            idle_since = time.monotonic()
+            with self._cond:
+                for (seq, d, _), error in zip(batch, outcomes, strict=True):
+                    self._sessions[_session_key(d)] -= 1
+                    if self._sessions[_session_key(d)] <= 0:
+                        del self._sessions[_session_key(d)]
+                    if error is None:
+                        self.written += 1
+                    else:
+                        self.failed += 1
+                        self._errors.append((d.decision_id, error))
+                    self._done = max(self._done, seq)
+                self._cond.notify_all()
+
+    def _write(
+        self, batch: list[tuple[int, TurnMemoryDecision, float]]
+    ) -> list[BaseException | None]:
+        try:
+            self._write_rows(batch)
+            return [None] * len(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                self._report(batch[0][1], exc)
+                return [exc]
+        outcomes: list[BaseException | None] = []
+        for item in batch:  # the group failed: find the rows that cannot be written
+            try:
+                self._write_rows([item])
+                outcomes.append(None)
+            except Exception as exc:
+                self._report(item[1], exc)
+                outcomes.append(exc)
+        return outcomes
+
+    @staticmethod
+    def _report(d: TurnMemoryDecision, exc: BaseException) -> None:
+        log.error(
+            "turn_decision_write_failed",
+            decision_id=d.decision_id,
+            session_id=d.session_id,
+            turn_index=d.turn_index,
+            error=type(exc).__name__,
+        )
+
+    def _write_rows(self, batch: Sequence[tuple[int, TurnMemoryDecision, float]]) -> None:
+        new_configs: set[bytes] = set()
+        with self.store.write() as w:
+            for _, decision, handed_at in batch:
+                row, config = _decision_row(decision, (time.monotonic() - handed_at) * 1000)
+                config_sha = row["config_sha256"]
+                if config_sha not in self._configs and config_sha not in new_configs:
+                    w.insert(
+                        "turn_decision_configs",
+                        {"sha256": config_sha, "config": config, "created_at": row["created_at"]},
+                        or_ignore=True,
+                    )
+                    new_configs.add(config_sha)
+                w.insert("turn_decisions", row)
+                w.step("turn_decision")
+                for search in _search_rows(decision, row["created_at"]):
+                    w.insert("search_log", search)
+                w.step("search_log")
+        self._configs |= new_configs
+        for _, decision, _ in batch:
+            log.debug("turn_decision_written", decision_id=decision.decision_id)
+
+
+def _decision_row(decision: TurnMemoryDecision, write_ms: float) -> tuple[dict[str, Any], str]:
+    """The ``turn_decisions`` row of ``decision`` and its configuration snapshot's JSON."""
+    d = decision
+    created = iso(d.created_at)
+    timings = d.timings
+    by_id = {v.record_id: v.reason.value for v in d.admission.verdicts} if d.admission else {}
+    # Aligned with candidate_ids rather than keyed by id: ids are not written twice.
+    verdicts = [by_id.get(i) for i in d.candidate_ids] if by_id else []
+    config = json.dumps(d.config, sort_keys=True)
+    # Digests are stored as BLOBs: they carry no text to redact, and skipping the
+    # redactor for them keeps the write short.
+    config_sha = hashlib.sha256(config.encode("utf-8")).digest()
+    row: dict[str, Any] = {
+        "id": d.decision_id,
+        "tenant": d.scope.tenant,
+        "principal": d.scope.principal,
+        "session_id": d.session_id,
+        "turn_index": d.turn_index,
+        "created_at": created,
+        "disposition": d.disposition.value,
+        "shadow": int(d.shadow),
+        "applied": int(d.applied),
+        "failure_stage": d.failure.stage.value if d.failure else None,
+        "failure_reason": d.failure.reason.value if d.failure else None,
+        "failure_detail": d.failure.detail if d.failure else None,
+        "requested_budget_ms": d.requested_budget_ms,
+        "effective_budget_ms": d.effective_budget_ms,
+        "budget_permits_regeneration": (
+            None if d.budget_permits_regeneration is None else int(d.budget_permits_regeneration)
+        ),
+        "budget_reserve_ms": d.budget_reserve_ms,
+        "regeneration_estimate_ms": d.regeneration_estimate_ms,
+        "draft_ms": timings.draft_ms,
+        "gap_ms": timings.gap_ms,
+        "retrieval_ms": timings.retrieval_ms,
+        "admission_ms": timings.admission_ms,
+        "regeneration_ms": timings.regeneration_ms,
+        "total_ms": timings.total_ms,
+        "added_ms": timings.added_ms,
+        "stage_timeouts": json.dumps(d.stage_timeouts_ms, sort_keys=True),
+        "gap_status": d.gap_decision.status.value,
+        "admission_status": (
+            d.admission.status.value if d.admission else DecisionStatus.SKIPPED.value
+        ),
+        "gap_count": len(d.gap_decision.gaps),
+        "gaps": json.dumps(
+            [{"category": g.category.value, "query": g.query} for g in d.gap_decision.gaps]
+        ),
+        "search_ids": json.dumps(list(d.search_ids)),
+        "ambient_ids": json.dumps(list(d.profile_record_ids)),
+        "candidate_ids": json.dumps(list(d.candidate_ids)),
+        "admitted_ids": json.dumps(list(d.admitted_ids)),
+        "verdicts": json.dumps(verdicts),
+        "gap_policy": d.gap_policy_id,
+        "admission_policy": d.admission_policy_id,
+        "serving_model": d.serving_model,
+        "bundle_retrieval_verified": int(d.bundle_retrieval_verified),
+        "config_sha256": config_sha,
+        "draft_sha256": _digest(d.draft_sha256),
+        "response_sha256": _digest(d.response_sha256),
+        "write_ms": round(write_ms, 3),
+    }
+    return row, config
+
+
+def _search_rows(d: TurnMemoryDecision, created: str | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": s.search_id,
+            "decision_id": d.decision_id,
+            "tenant": d.scope.tenant,
+            "principal": d.scope.principal,
+            "session_id": d.session_id,
+            "turn_index": d.turn_index,
+            "origin": "host",
+            "gap_index": s.gap_index,
+            "category": s.category.value,
+            "query": s.query,
+            "context": s.context,
+            "result_ids": json.dumps(list(s.result_ids)),
+            "status": s.status.value,
+            "elapsed_ms": s.elapsed_ms,
+            "created_at": created,
+        }
+        for s in d.searches
+    ]
+
+
 class AuditLog:
     """Reads and writes the audit tables of one :class:`SQLiteStore`.
 
-    Every method is blocking; async callers run them through ``anyio.to_thread.run_sync``
-    (the orchestrator does, without abandoning them, so a cancelled turn never leaves a
-    half-written row or a held lock).
+    Turn decisions go through the store's :class:`DecisionWriter` (``submit`` hands one
+    over without waiting; ``write_decision`` waits for it). Every other method is blocking;
+    async callers run them through ``anyio.to_thread.run_sync``. Reads first wait for the
+    rows already handed over, so a reader sees every decision made before it asked.
     """
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         store.ensure_schema("audit", _AUDIT_MIGRATIONS)
-        # Configuration snapshots already stored: a turn row references its snapshot by
-        # hash, so the (long) snapshot is written and redacted once, not on every turn.
-        self._configs: set[bytes] = set()
-        # Running write-latency estimate (RFC 6298 style), which orchestrators hold back
-        # from positive latency budgets; approximate under concurrency, and that is fine.
-        self._write_mean = 0.0
-        self._write_dev = 0.0
-        self._writes = 0
+        self.writer: DecisionWriter = store.shared(
+            "retold.audit.decision_writer", lambda: DecisionWriter(store)
+        )
 
     # -- writes -------------------------------------------------------------------------
 
+    def submit(self, decision: TurnMemoryDecision) -> int | None:
+        """Hand a turn decision to the writer without waiting (None: the queue is full)."""
+        return self.writer.submit(decision)
+
     def write_decision(self, decision: TurnMemoryDecision) -> None:
-        """Write a turn's decision row and its ``search_log`` rows in one transaction.
+        """Write a turn's decision row and its ``search_log`` rows, and wait until durable.
 
         Raises:
             StoreError: the database refused the write (nothing of the turn is written).
         """
-        d = decision
-        created = iso(d.created_at)
-        timings = d.timings
-        by_id = {v.record_id: v.reason.value for v in d.admission.verdicts} if d.admission else {}
-        # Aligned with candidate_ids rather than keyed by id: ids are not written twice.
-        verdicts = [by_id.get(i) for i in d.candidate_ids] if by_id else []
-        config = json.dumps(d.config, sort_keys=True)
-        # Digests are stored as BLOBs: they carry no text to redact, and skipping the
-        # redactor for them keeps the write (which is on the turn's critical path) short.
-        config_sha = hashlib.sha256(config.encode("utf-8")).digest()
-        row: dict[str, Any] = {
-            "id": d.decision_id,
-            "tenant": d.scope.tenant,
-            "principal": d.scope.principal,
-            "session_id": d.session_id,
-            "turn_index": d.turn_index,
-            "created_at": created,
-            "disposition": d.disposition.value,
-            "shadow": int(d.shadow),
-            "applied": int(d.applied),
-            "failure_stage": d.failure.stage.value if d.failure else None,
-            "failure_reason": d.failure.reason.value if d.failure else None,
-            "failure_detail": d.failure.detail if d.failure else None,
-            "requested_budget_ms": d.requested_budget_ms,
-            "effective_budget_ms": d.effective_budget_ms,
-            "budget_permits_regeneration": (
-                None
-                if d.budget_permits_regeneration is None
-                else int(d.budget_permits_regeneration)
-            ),
-            "budget_reserve_ms": d.budget_reserve_ms,
-            "regeneration_estimate_ms": d.regeneration_estimate_ms,
-            "draft_ms": timings.draft_ms,
-            "gap_ms": timings.gap_ms,
-            "retrieval_ms": timings.retrieval_ms,
-            "admission_ms": timings.admission_ms,
-            "regeneration_ms": timings.regeneration_ms,
-            "total_ms": timings.total_ms,
-            "added_ms": timings.added_ms,
-            "stage_timeouts": json.dumps(d.stage_timeouts_ms, sort_keys=True),
-            "gap_status": d.gap_decision.status.value,
-            "admission_status": (
-                d.admission.status.value if d.admission else DecisionStatus.SKIPPED.value
-            ),
-            "gap_count": len(d.gap_decision.gaps),
-            "gaps": json.dumps(
-                [{"category": g.category.value, "query": g.query} for g in d.gap_decision.gaps]
-            ),
-            "search_ids": json.dumps(list(d.search_ids)),
-            "ambient_ids": json.dumps(list(d.profile_record_ids)),
-            "candidate_ids": json.dumps(list(d.candidate_ids)),
-            "admitted_ids": json.dumps(list(d.admitted_ids)),
-            "verdicts": json.dumps(verdicts),
-            "gap_policy": d.gap_policy_id,
-            "admission_policy": d.admission_policy_id,
-            "serving_model": d.serving_model,
-            "bundle_retrieval_verified": int(d.bundle_retrieval_verified),
-            "config_sha256": config_sha,
-            "draft_sha256": _digest(d.draft_sha256),
-            "response_sha256": _digest(d.response_sha256),
-        }
-        try:
-            with self.store.write() as w:
-                if config_sha not in self._configs:
-                    w.insert(
-                        "turn_decision_configs",
-                        {"sha256": config_sha, "config": config, "created_at": created},
-                        or_ignore=True,
-                    )
-                w.insert("turn_decisions", row)
-                w.step("turn_decision")
-                for s in d.searches:
-                    w.insert(
-                        "search_log",
-                        {
-                            "id": s.search_id,
-                            "decision_id": d.decision_id,
-                            "tenant": d.scope.tenant,
-                            "principal": d.scope.principal,
-                            "session_id": d.session_id,
-                            "turn_index": d.turn_index,
-                            "origin": "host",
-                            "gap_index": s.gap_index,
-                            "category": s.category.value,
-                            "query": s.query,
-                            "context": s.context,
-                            "result_ids": json.dumps(list(s.result_ids)),
-                            "status": s.status.value,
-                            "elapsed_ms": s.elapsed_ms,
-                            "created_at": created,
-                        },
-                    )
-                w.step("search_log")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot write the turn decision: {exc}") from exc
-        self._configs.add(config_sha)
-        log.debug("turn_decision_written", decision_id=d.decision_id)
+        seq = self.writer.submit(decision)
+        while seq is None:
+            self.writer.wait_room(1.0)
+            seq = self.writer.submit(decision)
+        self.writer.wait_for(seq)
+        self.writer.raise_failures(decision.decision_id)
 
-    def observe_write(self, elapsed_ms: float) -> None:
-        """Feed one observed turn-decision write latency into the running estimate."""
-        if self._writes == 0:
-            self._write_mean, self._write_dev = elapsed_ms, elapsed_ms / 2
-        else:
-            self._write_dev += 0.25 * (abs(elapsed_ms - self._write_mean) - self._write_dev)
-            self._write_mean += 0.125 * (elapsed_ms - self._write_mean)
-        self._writes += 1
+    def flush(self, timeout: float | None = None) -> None:
+        """Make every handed-over decision durable; raise any write that failed.
 
-    def write_reserve_ms(self) -> float:
-        """How long a turn-decision write is expected to take (mean + 4 deviations)."""
-        return max(0.0, self._write_mean + 4 * self._write_dev) if self._writes else 0.0
+        Raises:
+            StoreError: a decision row could not be written (also raised by the next
+                ``prepare_turn`` and by the store's ``close()`` if not raised here).
+        """
+        self.writer.flush(timeout)
 
     def write_search(
         self,
@@ -361,6 +594,10 @@ class AuditLog:
         with their turn decision instead.
         """
         search_id = "s" + uuid.uuid4().hex
+        # The session's decisions handed over earlier are written first, so search_log
+        # keeps the session's order.
+        limit = self.store._busy_ms / 1000 + 5.0
+        self.writer.wait_session((scope.tenant, scope.principal, session_id), limit)
         with self.store.write() as w:
             w.insert(
                 "search_log",
@@ -388,6 +625,7 @@ class AuditLog:
         self, scope: Principal, session_id: str, turn_index: int
     ) -> list[dict[str, Any]]:
         """Every ``search_log`` row of one turn (host-issued and model-issued), in write order."""
+        self.writer.drain()
         rows = self.store.query(
             "SELECT * FROM search_log WHERE tenant = ? AND principal = ? AND session_id = ? "
             "AND turn_index = ? ORDER BY rowid",
@@ -401,6 +639,7 @@ class AuditLog:
         Raises:
             InvalidInputError: no turn decision has ``label.decision_id``.
         """
+        self.writer.drain()
         if not self.store.query("SELECT 1 FROM turn_decisions WHERE id = ?", [label.decision_id]):
             raise InvalidInputError("decision_id", f"no turn decision {label.decision_id!r}")
         with self.store.write() as w:
@@ -431,6 +670,7 @@ class AuditLog:
         session_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Turn-decision rows (JSON columns decoded), oldest first."""
+        self.writer.drain()
         where, params = ["1 = 1"], []
         for column, value in (
             ("tenant", tenant),
@@ -451,6 +691,7 @@ class AuditLog:
 
     def search_rows(self, decision_id: str) -> list[dict[str, Any]]:
         """The ``search_log`` rows of one turn decision, in gap order."""
+        self.writer.drain()
         rows = self.store.query(
             "SELECT * FROM search_log WHERE decision_id = ? ORDER BY gap_index", [decision_id]
         )

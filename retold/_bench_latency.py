@@ -1,25 +1,53 @@
 """``retold bench latency``: what the utility-aware orchestrator adds to a turn.
 
-Scripted policies and generation callbacks with known delays (some of them hanging) run
-against a real SQLite file, so every figure includes the real audit write:
+Every figure is wall time of ``UtilityAwareOrchestrator.prepare_turn`` (from the call to its
+return, ``time.perf_counter``) on the shipping orchestrator over a real SQLite file: the
+real store, the real turn-decision writer, the real inventory query and candidate
+verification. What is simulated: the model calls (draft, gap planner, judge,
+regeneration) are scripted doubles with chosen delays and faults, and, with
+``--retriever hybrid``, the embedder is a deterministic hashing embedder (no model): the
+stored vectors, the dense SQL and scoring, the lexical and entity stages and the session
+expansion are the real :class:`~retold.HybridRetriever`.
 
-* ``overhead_ms_p50/p95``: wall time of a full gap turn (gap, retrieval, admission,
-  regeneration, audit) whose model calls take no time: pure orchestration cost.
-* ``empty_gap_added_ms_p50/p95``: wall time beyond the draft on turns whose planner
-  returns no gaps before the draft finishes (the target is 0).
-* ``budget_overrun_ms_max/p99``: wall time beyond draft + ``latency_budget_ms`` over
-  turns with random budgets, random stage delays and hanging policies (target <= 10 ms).
-* ``turns_per_second``: full gap turns with instant model calls at ``--concurrency``.
+* ``overhead_ms_p50/p95``: full gap turns (gap, retrieval, admission, regeneration), one
+  at a time, whose doubles answer at once: the call's wall time minus the time during
+  which a double or the retriever was running (the union of their intervals). What is
+  left is the orchestrator's own cost: scheduling, validation, the inventory query,
+  candidate verification and the hand-over of the decision row. ``retrieval_ms_p50/p95``
+  reports the retriever's own time on those turns.
+* ``empty_gap_added_ms_p50/p95``: turns whose planner returns no gaps (after 1 ms) before
+  the draft (10 ms) finishes, ``--concurrency`` at once: wall time minus the draft's own
+  wall time (the target is 0).
+* ``budget_overrun_ms_max/p99``: turns with a random ``latency_budget_ms`` in 1..50,
+  ``--concurrency`` at once, each with one fault: ``none`` (random short delays), hanging
+  async policies (``hang_async``), hanging sync policies (``hang_sync``), raising
+  policies (``raise``: an exception, or a policy's own ``CancelledError`` /
+  ``KeyboardInterrupt``), malformed output (``malformed``: wrong shape, or 300k
+  verdicts), a slow inventory (``slow_inventory``: 500 ms), a slow regeneration
+  (``slow_regeneration``). Overrun is wall time beyond draft + budget;
+  ``overrun_by_fault`` is the worst per fault kind.
+* ``turns_per_second``: full gap turns with instant doubles at ``--concurrency``.
+
+``--records N`` writes N records per principal for two principals (vectors included with
+the hybrid retriever). ``--contention`` starts a second *process* that holds write
+transactions on the same file for random 50-500 ms periods (with 5-50 ms gaps) for the
+whole run. Each turn is its own session (a conversation's next turn comes after its user
+read the answer), so the write-before-the-next-turn barrier is not timed here.
+``decision_rows_missing`` checks that every turn wrote exactly one decision row.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib.util
 import json
+import multiprocessing
 import random
+import sqlite3
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,30 +55,94 @@ import anyio
 
 from ._audit import AuditLog, percentile
 from ._config import UtilityAwareConfig
+from ._embedding import ensure_vectors
 from ._errors import InvalidInputError
-from ._orchestrator import GenerationRequest, TurnOptions, UtilityAwareOrchestrator
-from ._records import Principal, ProfileBlock, Record, RecordDraft, RecordKind
+from ._orchestrator import (
+    GenerationRequest,
+    TurnOptions,
+    UtilityAwareOrchestrator,
+    store_inventory,
+)
+from ._records import Candidate, Principal, ProfileBlock, Record, RecordDraft, RecordKind
+from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
 from ._store import SQLiteStore
 from .testing._policies import (
     Behaviour,
     FakeRetriever,
+    HashingEmbedder,
     ScriptedAdmissionPolicy,
     ScriptedGapPolicy,
     SyncScriptedAdmissionPolicy,
     SyncScriptedGapPolicy,
 )
 
-__all__ = ["register", "run_latency_bench"]
+__all__ = ["FAULTS", "register", "run_latency_bench"]
 
 _SCOPE = Principal(tenant="bench", principal="latency")
+_OTHER = Principal(tenant="bench", principal="neighbour")
 _PROFILE = ProfileBlock(text="Answer concisely.", record_ids=("p-bench",))
+_TURN = "What should I pack for the trip to Lisbon next week?"
+_GAPS = [("preference", "packing preferences for trips"), ("task_state", "Lisbon trip plans")]
+
+#: The fault kinds of the budget measurement (keys of ``overrun_by_fault``).
+FAULTS = (
+    "none",
+    "hang_async",
+    "hang_sync",
+    "raise",
+    "malformed",
+    "slow_inventory",
+    "slow_regeneration",
+)
+
+_WORDS = (
+    "trip pack bag shoes jacket rain Lisbon Porto museum train flight hotel beach book "
+    "coffee meeting project deadline budget report team dinner friend sister doctor "
+    "running garden recipe music concert ticket passport camera charger laptop notes "
+    "weekend morning evening plan prefer always never usually likes hates wants needs"
+).split()
+
+
+#: An admission answer of 300k verdicts (built once, outside any timing).
+_HUGE_ADMISSION = {
+    "admitted": [],
+    "verdicts": [{"record_id": f"r{i}", "reason": "helpful"} for i in range(300_000)],
+}
+
+
+def _text(rng: random.Random, i: int) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 20))]
+    return f"Note {i}: " + " ".join(words) + "."
+
+
+class _Intervals:
+    """Start/end times of the doubles' and the retriever's calls during one turn."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+
+    def busy(self) -> float:
+        """Length of the union of the recorded intervals (seconds)."""
+        total, end = 0.0, -1.0
+        for a, b in sorted(self.spans):
+            if b <= end:
+                continue
+            total += b - max(a, end)
+            end = b
+        return total
 
 
 class _Timed:
     """A generation callback with a fixed delay that records its own wall time."""
 
-    def __init__(self, text: str, delay: float = 0.0, hang: bool = False) -> None:
-        self.text, self.delay, self.hang = text, delay, hang
+    def __init__(
+        self,
+        text: str,
+        delay: float = 0.0,
+        hang: bool = False,
+        spans: _Intervals | None = None,
+    ) -> None:
+        self.text, self.delay, self.hang, self.spans = text, delay, hang, spans
         self.elapsed = 0.0
 
     async def __call__(self, request: GenerationRequest) -> str:
@@ -62,11 +154,83 @@ class _Timed:
                 await anyio.sleep(self.delay)
             return self.text
         finally:
-            self.elapsed = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            self.elapsed = t1 - t0
+            if self.spans is not None:
+                self.spans.spans.append((t0, t1))
+
+
+class _TimedRetriever:
+    """Wraps a retriever, recording the intervals it runs in."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.spans: _Intervals | None = None
+        self.elapsed: list[float] = []
+
+    async def retrieve(
+        self, scope: Principal, query: str, *, context: str | None = None, limit: int = 8
+    ) -> Sequence[Candidate]:
+        t0 = time.perf_counter()
+        try:
+            found: Sequence[Candidate] = await self.inner.retrieve(
+                scope, query, context=context, limit=limit
+            )
+            return found
+        finally:
+            t1 = time.perf_counter()
+            self.elapsed.append(t1 - t0)
+            if self.spans is not None:
+                self.spans.spans.append((t0, t1))
+
+
+class _TimedPolicy:
+    """Wraps an async scripted policy, recording the intervals its calls run in."""
+
+    def __init__(self, inner: Any, spans: _Intervals) -> None:
+        self.inner, self.spans = inner, spans
+        self.policy_id = inner.policy_id
+
+    async def plan(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.plan(*args)
+        finally:
+            self.spans.spans.append((t0, time.perf_counter()))
+
+    async def admit(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.admit(*args)
+        finally:
+            self.spans.spans.append((t0, time.perf_counter()))
+
+
+def _hold_locks(path: str, seed: int, stop: Any, started: Any, holds: Any) -> None:
+    """The contention process: hold the write lock for 50-500 ms, release for 5-50 ms."""
+    rng = random.Random(seed)
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 60000")
+    conn.execute("CREATE TABLE IF NOT EXISTS bench_contention (id INTEGER PRIMARY KEY, at REAL)")
+    while not stop.is_set():
+        conn.execute("BEGIN IMMEDIATE")
+        with holds.get_lock():
+            holds.value += 1
+        started.set()
+        conn.execute("INSERT INTO bench_contention (at) VALUES (?)", [time.time()])
+        stop.wait(rng.uniform(0.050, 0.500))
+        conn.execute("COMMIT")
+        stop.wait(rng.uniform(0.005, 0.050))
+    conn.close()
 
 
 def _orchestrator(
-    store: SQLiteStore, gap: Any, admission: Any, audit: AuditLog | None = None, **config: Any
+    store: SQLiteStore,
+    gap: Any,
+    admission: Any,
+    audit: AuditLog,
+    inventory_fn: Any = None,
+    **config: Any,
 ) -> UtilityAwareOrchestrator:
     return UtilityAwareOrchestrator(
         store,
@@ -74,33 +238,8 @@ def _orchestrator(
         gap_policy=gap,
         admission_policy=admission,
         audit=audit,
+        inventory_fn=inventory_fn,
     )
-
-
-async def _turn(
-    orch: UtilityAwareOrchestrator,
-    index: int,
-    *,
-    draft: _Timed,
-    final: _Timed,
-    retriever: Any,
-    budget: int | None = None,
-) -> float:
-    t0 = time.perf_counter()
-    await orch.prepare_turn(
-        _SCOPE,
-        session_id="bench",
-        turn_index=index,
-        turn="What should I pack for the trip next week?",
-        public_context="You are a travel assistant.",
-        profile=_PROFILE,
-        generate_draft=draft,
-        generate_final=final,
-        retriever=retriever,
-        inventory=["preference", "task_state"],
-        options=TurnOptions(latency_budget_ms=budget),
-    )
-    return time.perf_counter() - t0
 
 
 async def _gather(n: int, concurrency: int, job: Callable[[int], Awaitable[None]]) -> float:
@@ -122,102 +261,233 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-async def _run(
-    store: SQLiteStore, records: list[Record], turns: int, concurrency: int, seed: int
-) -> dict[str, Any]:
-    rng = random.Random(seed)
-    retriever = FakeRetriever(records[:6])
-    admit = [r.id for r in records[:2]]
-    gaps = [("preference", "packing preferences"), ("task_state", "trip plans")]
-    counter = iter(range(10**9))
+class _Bench:
+    def __init__(self, store: SQLiteStore, retriever: Any, admit: list[str], seed: int) -> None:
+        self.store = store
+        self.audit = AuditLog(store)
+        self.retriever = _TimedRetriever(retriever)
+        self.admit = admit
+        self.rng = random.Random(seed)
+        self.turns = 0
+        self._session = iter(range(10**9))
 
-    # 1. Orchestration overhead: a full gap turn whose model calls take no time.
-    full = _orchestrator(store, ScriptedGapPolicy(gaps), ScriptedAdmissionPolicy(admit))
-    overhead: list[float] = []
-    for _ in range(turns):
-        overhead.append(
-            await _turn(
-                full,
-                next(counter),
-                draft=_Timed("draft"),
-                final=_Timed("final"),
-                retriever=retriever,
+    async def turn(
+        self,
+        orch: UtilityAwareOrchestrator,
+        *,
+        draft: _Timed,
+        final: _Timed,
+        retriever: Any = None,
+        budget: int | None = None,
+    ) -> float:
+        self.turns += 1
+        t0 = time.perf_counter()
+        await orch.prepare_turn(
+            _SCOPE,
+            session_id=f"bench-{next(self._session)}",
+            turn_index=0,
+            turn=_TURN,
+            public_context="You are a travel assistant.",
+            profile=_PROFILE,
+            generate_draft=draft,
+            generate_final=final,
+            retriever=retriever or self.retriever,
+            options=TurnOptions(latency_budget_ms=budget),
+        )
+        return time.perf_counter() - t0
+
+    async def overhead(self, turns: int) -> tuple[list[float], list[float]]:
+        spans = _Intervals()
+        orch = _orchestrator(
+            self.store,
+            _TimedPolicy(ScriptedGapPolicy(_GAPS), spans),
+            _TimedPolicy(ScriptedAdmissionPolicy(self.admit), spans),
+            self.audit,
+        )
+        self.retriever.spans = spans
+        out: list[float] = []
+        self.retriever.elapsed.clear()
+        for _ in range(turns):
+            spans.spans.clear()
+            wall = await self.turn(
+                orch, draft=_Timed("draft", spans=spans), final=_Timed("final", spans=spans)
             )
+            out.append(max(0.0, wall - spans.busy()))
+        self.retriever.spans = None
+        return out, list(self.retriever.elapsed)
+
+    async def empty_gap(self, turns: int, concurrency: int) -> list[float]:
+        orch = _orchestrator(
+            self.store, ScriptedGapPolicy([], delay=0.001), ScriptedAdmissionPolicy(), self.audit
         )
+        added: list[float] = []
 
-    # 2. Empty-gap turns whose planner answers before the draft: added latency over it.
-    empty = _orchestrator(store, ScriptedGapPolicy([], delay=0.001), ScriptedAdmissionPolicy())
-    added: list[float] = []
+        async def job(i: int) -> None:
+            draft = _Timed("draft", delay=0.010)
+            wall = await self.turn(orch, draft=draft, final=_Timed("final"))
+            added.append(max(0.0, wall - draft.elapsed))
 
-    async def empty_job(i: int) -> None:
-        draft = _Timed("draft", delay=0.010)
-        wall = await _turn(
-            empty, next(counter), draft=draft, final=_Timed("final"), retriever=retriever
-        )
-        added.append(max(0.0, wall - draft.elapsed))
+        await _gather(turns, concurrency, job)
+        return added
 
-    await _gather(turns, concurrency, empty_job)
+    def _faulty(self, fault: str, behaviours: list[Behaviour]) -> tuple[Any, Any, dict[str, Any]]:
+        rng = self.rng
 
-    # 3. Random budgets against slow and hanging stages (async and sync policies).
-    behaviours: list[Behaviour] = []
-    overrun: list[float] = []
-
-    async def budget_job(i: int) -> None:
-        hang = rng.choice(["gap", "retrieval", "admission", "regeneration", "none"])
-        sync = rng.random() < 0.25
-
-        def beh(stage: str) -> Behaviour:
-            b = Behaviour(hang=hang == stage, delay=rng.uniform(0, 0.015))
+        def beh(**kw: Any) -> Behaviour:
+            b = Behaviour(delay=rng.uniform(0, 0.015), **kw)
             behaviours.append(b)
             return b
 
+        gap_kw: dict[str, Any] = {}
+        adm_kw: dict[str, Any] = {}
+        sync = fault == "hang_sync" or (fault == "none" and rng.random() < 0.25)
+        extra: dict[str, Any] = {}
+        stage = rng.choice(["gap", "admission"])
+        target = gap_kw if stage == "gap" else adm_kw
+        if fault in ("hang_async", "hang_sync"):
+            target["hang"] = True
+        elif fault == "raise":
+            target["error"] = rng.choice(
+                [RuntimeError("policy exploded"), asyncio.CancelledError(), KeyboardInterrupt()]
+            )
+        elif fault == "malformed":
+            if stage == "gap":
+                target["output"] = {"gaps": "nope"}
+            else:
+                target["output"] = _HUGE_ADMISSION
+        elif fault == "slow_inventory":
+
+            def slow(store: SQLiteStore, scope: Principal) -> list[str]:
+                time.sleep(0.5)
+                return store_inventory(store, scope)
+
+            extra["inventory_fn"] = slow
         gap_cls = SyncScriptedGapPolicy if sync else ScriptedGapPolicy
         adm_cls = SyncScriptedAdmissionPolicy if sync else ScriptedAdmissionPolicy
+        gap = gap_cls(_GAPS, behaviour=beh(**gap_kw))
+        admission = adm_cls(self.admit, behaviour=beh(**adm_kw))
+        return gap, admission, extra
+
+    async def budget(
+        self, turns: int, concurrency: int
+    ) -> tuple[list[float], dict[str, float], dict[str, int]]:
+        behaviours: list[Behaviour] = []
+        overrun: list[float] = []
+        by_fault: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        # Built before the clock runs: constructing doubles is the bench's cost, not a turn's.
+        plans = []
+        for i in range(turns):
+            fault = FAULTS[i % len(FAULTS)]
+            gap, admission, extra = self._faulty(fault, behaviours)
+            orch = _orchestrator(
+                self.store,
+                gap,
+                admission,
+                self.audit,
+                gap_timeout_ms=60_000,
+                retrieval_timeout_ms=60_000,
+                admission_timeout_ms=60_000,
+                **extra,
+            )
+            draft = _Timed("draft", delay=self.rng.uniform(0, 0.010))
+            final = _Timed(
+                "final",
+                delay=0.5 if fault == "slow_regeneration" else self.rng.uniform(0, 0.010),
+            )
+            plans.append((fault, orch, draft, final, self.rng.randint(1, 50)))
+
+        async def job(i: int) -> None:
+            fault, orch, draft, final, budget = plans[i]
+            wall = await self.turn(orch, draft=draft, final=final, budget=budget)
+            late = max(0.0, wall - draft.elapsed - budget / 1000) * 1000
+            overrun.append(late)
+            by_fault[fault] = max(by_fault.get(fault, 0.0), late)
+            counts[fault] = counts.get(fault, 0) + 1
+
+        try:
+            await _gather(turns, concurrency, job)
+        finally:
+            for b in behaviours:
+                b.release()
+        return overrun, by_fault, counts
+
+    async def throughput(self, turns: int, concurrency: int) -> float:
         orch = _orchestrator(
-            store,
-            gap_cls(gaps, behaviour=beh("gap")),
-            adm_cls(admit, behaviour=beh("admission")),
-            full.audit,
-            gap_timeout_ms=60_000,
-            retrieval_timeout_ms=60_000,
-            admission_timeout_ms=60_000,
-        )
-        draft = _Timed("draft", delay=rng.uniform(0, 0.010))
-        final = _Timed("final", delay=rng.uniform(0, 0.010), hang=hang == "regeneration")
-        budget = rng.randint(0, 50)
-        slow_retriever = FakeRetriever(records[:6], behaviour=beh("retrieval"))
-        wall = await _turn(
-            orch, next(counter), draft=draft, final=final, retriever=slow_retriever, budget=budget
-        )
-        overrun.append(max(0.0, wall - draft.elapsed - budget / 1000))
-
-    try:
-        await _gather(turns, concurrency, budget_job)
-    finally:
-        for b in behaviours:
-            b.release()
-
-    # 4. Throughput of full gap turns at the requested concurrency.
-    async def full_job(i: int) -> None:
-        await _turn(
-            full, next(counter), draft=_Timed("draft"), final=_Timed("final"), retriever=retriever
+            self.store, ScriptedGapPolicy(_GAPS), ScriptedAdmissionPolicy(self.admit), self.audit
         )
 
-    wall = await _gather(turns, concurrency, full_job)
+        async def job(i: int) -> None:
+            await self.turn(orch, draft=_Timed("draft"), final=_Timed("final"))
 
-    ms = [x * 1000 for x in overhead]
-    added_ms = [x * 1000 for x in added]
-    overrun_ms = [x * 1000 for x in overrun]
+        return await _gather(turns, concurrency, job)
+
+
+def _populate(
+    store: SQLiteStore, records: int, *, embedder: HashingEmbedder | None
+) -> list[Record]:
+    """Write ``records`` records for each of two principals (and their vectors)."""
+    rng = random.Random(11)
+    mine: list[Record] = []
+    for scope in (_SCOPE, _OTHER):
+        kinds = [RecordKind.PREFERENCE, RecordKind.FACT, RecordKind.EVENT, RecordKind.TASK]
+        for start in range(0, records, 500):
+            drafts = [
+                RecordDraft(
+                    text=_text(rng, i),
+                    kind=kinds[i % len(kinds)],
+                    session_id=f"history-{i // 20}",
+                )
+                for i in range(start, min(records, start + 500))
+            ]
+            written = store.add_batch(scope, drafts)
+            if scope == _SCOPE:
+                mine.extend(written)
+        index_entities(store, scope)
+        if embedder is not None:
+            anyio.run(ensure_vectors, store, scope, embedder)
+    return mine
+
+
+async def _run(
+    store: SQLiteStore,
+    retriever: Any,
+    records: list[Record],
+    turns: int,
+    concurrency: int,
+    seed: int,
+) -> dict[str, Any]:
+    admit = [r.id for r in records[:2]]
+    bench = _Bench(store, retriever, admit, seed)
+    overhead, retrieval = await bench.overhead(turns)
+    added = await bench.empty_gap(turns, concurrency)
+    overrun, by_fault, counts = await bench.budget(turns, concurrency)
+    wall = await bench.throughput(turns, concurrency)
+    await anyio.to_thread.run_sync(bench.audit.flush)
+    rows = store.query(
+        "SELECT count(*) AS n FROM turn_decisions WHERE tenant = ? AND principal = ?",
+        [_SCOPE.tenant, _SCOPE.principal],
+    )[0]["n"]
+
+    def ms(values: list[float]) -> list[float]:
+        return [v * 1000 for v in values]
+
     return {
         "turns": turns,
         "concurrency": concurrency,
-        "overhead_ms_p50": _r(percentile(ms, 50)),
-        "overhead_ms_p95": _r(percentile(ms, 95)),
-        "empty_gap_added_ms_p50": _r(percentile(added_ms, 50)),
-        "empty_gap_added_ms_p95": _r(percentile(added_ms, 95)),
-        "budget_overrun_ms_max": _r(max(overrun_ms, default=0.0)),
-        "budget_overrun_ms_p99": _r(percentile(overrun_ms, 99)),
+        "overhead_ms_p50": _r(percentile(ms(overhead), 50)),
+        "overhead_ms_p95": _r(percentile(ms(overhead), 95)),
+        "retrieval_ms_p50": _r(percentile(ms(retrieval), 50)),
+        "retrieval_ms_p95": _r(percentile(ms(retrieval), 95)),
+        "empty_gap_added_ms_p50": _r(percentile(ms(added), 50)),
+        "empty_gap_added_ms_p95": _r(percentile(ms(added), 95)),
+        "budget_overrun_ms_max": _r(max(overrun, default=0.0)),
+        "budget_overrun_ms_p99": _r(percentile(overrun, 99)),
+        "overrun_by_fault": {k: _r(v) for k, v in sorted(by_fault.items())},
+        "turns_by_fault": dict(sorted(counts.items())),
         "turns_per_second": round(turns / wall, 1) if wall > 0 else None,
+        "decision_rows_missing": bench.turns - int(rows),
     }
 
 
@@ -225,26 +495,54 @@ def run_latency_bench(
     turns: int = 200,
     concurrency: int = 8,
     *,
+    retriever: str = "hybrid",
+    records: int = 1000,
+    contention: bool = False,
     path: str | Path | None = None,
     backend: str = "asyncio",
     seed: int = 7,
 ) -> dict[str, Any]:
     """Run the four measurements against a SQLite file; returns the report."""
     with tempfile.TemporaryDirectory() as tmp:
-        with SQLiteStore(path or Path(tmp) / "latency.db") as store:
-            records = [
-                store.add(
-                    _SCOPE,
-                    RecordDraft(
-                        text=f"Packing note {i}: bring item {i}", kind=RecordKind.PREFERENCE
-                    ),
+        db = Path(path or Path(tmp) / "latency.db")
+        with SQLiteStore(db) as store:
+            embedder = HashingEmbedder(384) if retriever == "hybrid" else None
+            mine = _populate(store, max(records, 8), embedder=embedder)
+            chosen: Any
+            if retriever == "hybrid":
+                chosen = HybridRetriever(store, config=RetrievalConfig(), embedder=embedder)
+            else:
+                chosen = FakeRetriever(mine[:6])
+            holder: Any = None
+            ctx = multiprocessing.get_context("spawn")
+            stop, started, holds = ctx.Event(), ctx.Event(), ctx.Value("i", 0)
+            if contention:
+                holder = ctx.Process(
+                    target=_hold_locks, args=(str(db), seed, stop, started, holds), daemon=True
                 )
-                for i in range(8)
-            ]
-            report: dict[str, Any] = anyio.run(
-                _run, store, records, turns, concurrency, seed, backend=backend
-            )
-    report["backend"] = backend
+                holder.start()
+                # Time nothing before the lock holder is holding.
+                if not started.wait(60):
+                    holder.kill()
+                    raise RuntimeError("the contention process did not start")
+            try:
+                report: dict[str, Any] = anyio.run(
+                    _run, store, chosen, mine, turns, concurrency, seed, backend=backend
+                )
+            finally:
+                if holder is not None:
+                    stop.set()
+                    holder.join(10)
+                    if holder.is_alive():
+                        holder.kill()
+    report.update(
+        backend=backend,
+        retriever=retriever,
+        records=records,
+        contention=contention,
+        contention_holds=holds.value,
+        numpy=importlib.util.find_spec("numpy") is not None,
+    )
     return report
 
 
@@ -252,9 +550,25 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "latency",
         help="orchestration overhead, empty-gap added latency, budget overrun, turns/s",
+        description=(__doc__ or "").split("\n\n")[0],
     )
     p.add_argument("--turns", type=int, default=200, help="turns per measurement")
     p.add_argument("--concurrency", type=int, default=8, help="turns in flight at once")
+    p.add_argument(
+        "--retriever",
+        choices=["fake", "hybrid"],
+        default="hybrid",
+        help="hybrid: the real HybridRetriever (lexical, dense, entity, sessions); "
+        "fake: scripted candidates",
+    )
+    p.add_argument(
+        "--records", type=int, default=1000, help="records per principal (two principals)"
+    )
+    p.add_argument(
+        "--contention",
+        action="store_true",
+        help="a second process holds write transactions for random 50-500 ms periods",
+    )
     p.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_main)
@@ -265,7 +579,16 @@ def _main(args: argparse.Namespace) -> int:
         raise InvalidInputError("turns", "--turns must be > 0")
     if args.concurrency <= 0:
         raise InvalidInputError("concurrency", "--concurrency must be > 0")
-    report = run_latency_bench(args.turns, args.concurrency, backend=args.backend)
+    if args.records <= 0:
+        raise InvalidInputError("records", "--records must be > 0")
+    report = run_latency_bench(
+        args.turns,
+        args.concurrency,
+        retriever=args.retriever,
+        records=args.records,
+        contention=args.contention,
+        backend=args.backend,
+    )
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:

@@ -10,6 +10,7 @@
     │   └── TokenizerUnavailableError  a token-counter encoding cannot be loaded
     └── RuntimeFailure             something outside the caller's control failed
         ├── StoreError             the database refused or failed a read or write
+        │   └── DeadlineExceeded   a read or lock wait on the turn path hit its deadline
         ├── PolicyError            a policy timed out, raised, or returned garbage
         └── AdapterHTTPError       a provider answered with an error status
 """
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 __all__ = [
     "AdapterHTTPError",
     "BundleMismatchError",
+    "DeadlineExceeded",
     "InvalidInputError",
     "PolicyError",
     "RetoldError",
@@ -77,6 +79,19 @@ class RuntimeFailure(RetoldError):
 
 class StoreError(RuntimeFailure):
     """The database refused or failed a read or write."""
+
+
+class DeadlineExceeded(StoreError):
+    """A read, a write or a lock wait on the turn path was cut short at its deadline.
+
+    Attributes:
+        kind: which deadline: ``"budget"`` (the turn's latency budget) or ``"timeout"``
+            (a stage's own timeout).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
 
 
 class PolicyError(RuntimeFailure):

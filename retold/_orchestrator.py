@@ -4,20 +4,24 @@ Draft and gap planning start together; gap queries drive retrieval; admission se
 bounded candidate set once, against the draft; at most one regeneration adds the admitted,
 source-traceable record text. Every failure, timeout or budget withholding returns the
 draft with conditional memory withheld, and every turn ends with exactly one turn-decision
-row, written after the last model call has returned.
+row, handed to the store's decision writer after the last model call has returned and
+written off the turn's critical path (see :mod:`retold._audit`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import hashlib
 import inspect
 import math
+import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Generator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -34,8 +38,10 @@ from ._audit import AuditLog
 from ._config import UtilityAwareConfig, check_bundle
 from ._errors import (
     AdapterHTTPError,
+    DeadlineExceeded,
     InvalidInputError,
     PolicyError,
+    StoreError,
     UsageError,
 )
 from ._policies import (
@@ -53,7 +59,7 @@ from ._policies import (
 )
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, Deadline, SQLiteStore, _row_to_record, bounded_by, iso
 from ._typing import Retriever
 
 __all__ = [
@@ -321,14 +327,88 @@ async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
     return value
 
 
-async def _invoke(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a sync or async callable; sync ones run on daemon threads abandoned on cancel."""
+#: A single uninterrupted step of an async policy longer than this blocked the event loop
+#: (every other turn of the process waited); it is logged as ``policy_blocked_event_loop``.
+#: A call that comes back this long after its deadline ignored cancellation
+#: (``policy_ignored_cancellation``).
+STALL_WARN_MS = 50.0
+
+
+class _Probe:
+    """The longest uninterrupted step (seconds) of one async call."""
+
+    __slots__ = ("longest",)
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+
+
+class _Stepped:
+    """Await a coroutine step by step, timing each step on the event loop.
+
+    A step runs from a resumption of the coroutine to its next suspension; nothing else on
+    the event loop runs meanwhile, so the longest step is how long the coroutine blocked
+    the loop. Works on any backend: suspensions are passed through unchanged.
+    """
+
+    __slots__ = ("_coro", "_probe")
+
+    def __init__(self, coro: Any, probe: _Probe) -> None:
+        self._coro = coro
+        self._probe = probe
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, probe = self._coro, self._probe
+        send: Any = None
+        throw: BaseException | None = None
+        while True:
+            t0 = time.perf_counter()
+            try:
+                yielded = coro.send(send) if throw is None else coro.throw(throw)
+            except StopIteration as stop:
+                probe.longest = max(probe.longest, time.perf_counter() - t0)
+                return stop.value
+            except BaseException:
+                probe.longest = max(probe.longest, time.perf_counter() - t0)
+                raise
+            probe.longest = max(probe.longest, time.perf_counter() - t0)
+            try:
+                send, throw = (yield yielded), None
+            except BaseException as exc:  # cancellation and friends go to the coroutine
+                send, throw = None, exc
+
+
+async def _invoke(
+    fn: Callable[..., Any], *args: Any, probe: _Probe | None = None, **kwargs: Any
+) -> Any:
+    """Call a sync or async callable; sync ones run on daemon threads abandoned on cancel.
+
+    With ``probe``, an async call is stepped (:class:`_Stepped`) to time its longest step.
+    """
     if _is_async(fn):
-        return await fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if probe is not None and inspect.iscoroutine(result):
+            return await _Stepped(result, probe)
+        return await result
     result = await _in_daemon_thread(partial(fn, *args, **kwargs))
+    if probe is not None and inspect.iscoroutine(result):
+        return await _Stepped(result, probe)
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def _cancelled_by_caller(exc: BaseException) -> bool:
+    """True when ``exc`` is a real cancellation of this task, not one a policy raised itself."""
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return False
+    if anyio.current_effective_deadline() == -math.inf:
+        return True  # an enclosing anyio scope was cancelled
+    with contextlib.suppress(RuntimeError):  # not running under asyncio
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            return True  # asyncio's own task.cancel(), e.g. asyncio.timeout around the turn
+    return False
 
 
 def _classify(exc: BaseException) -> FailureReason:
@@ -337,11 +417,45 @@ def _classify(exc: BaseException) -> FailureReason:
             return FailureReason(exc.reason)
         except ValueError:
             return FailureReason.EXCEPTION
+    if isinstance(exc, DeadlineExceeded):
+        return FailureReason.BUDGET_EXHAUSTED if exc.kind == "budget" else FailureReason.TIMEOUT
     if isinstance(exc, TimeoutError):
         return FailureReason.TIMEOUT
     if isinstance(exc, AdapterHTTPError | ConnectionError | OSError):
         return FailureReason.UNAVAILABLE
     return FailureReason.EXCEPTION
+
+
+_UNSAFE = re.compile(r"[^\w.:@/-]+")
+
+
+def _scrub(value: object, limit: int = 40) -> str:
+    """A policy-supplied name or id, reduced to a short, log-safe token."""
+    text = _UNSAFE.sub("_", str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    """The first failing field of a policy's output and what was wrong, with no values."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0]
+    loc = ".".join(_scrub(part) for part in first.get("loc", ())) or "decision"
+    kind = first.get("type", "invalid")
+    if kind == "value_error":
+        # A model-level rule (e.g. "admitted id 'x' lacks a helpful verdict"): its message
+        # names the rule; ids in it are scrubbed like every policy-supplied string.
+        message = str(first.get("msg", "")).removeprefix("Value error, ")
+        kind = " ".join(_scrub(w, 40) for w in message.split()[:12])
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc}: {kind}{more}"
+
+
+def _too_many(raw: Any, field: str, limit: int) -> str | None:
+    """Refuse an oversized list in a policy's raw output before validating any of it."""
+    value = raw.get(field) if isinstance(raw, Mapping) else getattr(raw, field, None)
+    if isinstance(value, Sized) and not isinstance(value, str | bytes) and len(value) > limit:
+        return f"{field}: {len(value)} items, at most {limit}"
+    return None
 
 
 def _sha256(text: str | None) -> str | None:
@@ -391,7 +505,6 @@ class _Turn:
     budget_ms: int | None
     requested_budget_ms: int | None
     clock: MonotonicClock
-    reserve_ms: float = 0.0
     start: float = 0.0
     draft: str | None = None
     draft_start: float | None = None
@@ -404,6 +517,9 @@ class _Turn:
     admission: AdmissionDecision | None = None
     elapsed: dict[Stage, float] = field(default_factory=dict)
     timeouts: dict[str, float | None] = field(default_factory=dict)
+    # The budget as a store deadline: SQL and lock waits of the conditional path stop when
+    # it passes. Its instant is set when the draft completes.
+    budget_deadline: Deadline = field(default_factory=lambda: Deadline(kind="budget"))
 
     def fail(self, stage: Stage, reason: FailureReason, detail: str = "") -> None:
         if self.failure is None:
@@ -416,6 +532,7 @@ class _Turn:
                 else "policy_failed",
                 stage=stage.value,
                 reason=reason.value,
+                detail=self.failure.detail,
                 session_id=self.session_id,
                 turn_index=self.turn_index,
             )
@@ -424,10 +541,9 @@ class _Turn:
         """Budget left, measured from the draft's completion (None: no budget)."""
         if self.budget_ms is None:
             return None
-        usable = self.budget_ms - self.reserve_ms
         if self.draft_done is None:
-            return usable
-        return usable - (self.clock() - self.draft_done) * 1000
+            return float(self.budget_ms)
+        return self.budget_ms - (self.clock() - self.draft_done) * 1000
 
     def draft_latency_ms(self) -> float | None:
         if self.draft_start is None or self.draft_done is None:
@@ -441,19 +557,48 @@ class _Turn:
 class UtilityAwareOrchestrator:
     """Runs the utility-aware path for host-issued memory, one turn at a time.
 
-    Fail closed: a timeout, exception, malformed decision, unknown id or unavailable
-    provider in gap planning, retrieval, admission or regeneration returns the draft with
-    conditional memory withheld (the ambient profile stays) and records the stage and
-    reason. A stage past its timeout is abandoned: async calls are cancelled, blocking
-    ones are left running on their daemon thread.
+    Fail closed: a timeout, exception (``BaseException`` included: a policy raising
+    ``CancelledError``, ``KeyboardInterrupt`` or ``SystemExit`` of its own is a policy
+    failure), malformed decision, unknown id or unavailable provider in gap planning,
+    retrieval, admission or regeneration returns the draft with conditional memory
+    withheld (the ambient profile stays) and records the stage and reason. A real
+    cancellation of the turn (the caller's) propagates and writes nothing. A stage past its
+    timeout is abandoned: async calls are cancelled, blocking ones are left running on
+    their daemon thread, and the store's SQL on the turn path (the inventory, the
+    retriever's queries, candidate verification) is interrupted at the deadline, with lock
+    waits clamped to the time left (:class:`~retold._store.Deadline`).
 
     Latency budget (§3.3), per turn: ``TurnOptions.latency_budget_ms`` or else the
     configured default; None bounds only the per-stage timeouts; 0 skips gap planning,
     retrieval and admission; a positive budget is a deadline from the draft's completion
-    that also clamps every later stage, less a running estimate of the decision write.
-    Regeneration runs only if the budget left is at least this turn's draft latency
-    (otherwise ``admitted_not_applied``). Shadow mode runs the same path, never calls
-    ``generate_final`` and records the disposition the live path would have had.
+    that also clamps every later stage. Regeneration runs only if the budget left is at
+    least this turn's draft latency (otherwise ``admitted_not_applied``). Shadow mode runs
+    the same path, never calls ``generate_final`` and records the disposition the live
+    path would have had. The turn-decision row is handed to the store's
+    :class:`~retold.DecisionWriter` and written off the turn's critical path (see
+    :mod:`retold._audit`); :meth:`flush` makes it durable.
+
+    Host contract for policies, which the orchestrator cannot enforce by preemption:
+
+    * an ``async`` policy must not block the event loop (no blocking I/O, no long CPU work
+      between awaits): while it blocks, no timeout of any turn in the process can fire.
+      The orchestrator times every step of an async policy and logs
+      ``policy_blocked_event_loop`` with ``stall_ms`` when one exceeds
+      :data:`STALL_WARN_MS`;
+    * an ``async`` policy must let cancellation through (no swallowed ``CancelledError``,
+      no shielded scope around its work). One that comes back more than
+      :data:`STALL_WARN_MS` after its deadline is logged as
+      ``policy_ignored_cancellation`` with ``stall_ms``; its late answer is discarded;
+    * a plain (sync) policy runs on a daemon thread and is abandoned at its deadline, but
+      Python threads share the GIL: a sync policy spinning on the CPU slows the event loop
+      and every other turn (in 5 ms slices). Keep sync policies I/O-bound, or move CPU
+      work out of the process (e.g. ``await anyio.to_process.run_sync(...)`` inside an
+      async policy).
+
+    Policy output is size-checked before it is validated (at most 3 gaps; at most one
+    verdict and one admitted id per candidate), so an oversized answer fails closed as
+    ``malformed`` at once, and ``malformed`` carries the first failing field (or rule)
+    with policy-supplied names and ids scrubbed.
 
     Args:
         store: the store the audit log lives in (and the candidates are checked against).
@@ -527,6 +672,8 @@ class UtilityAwareOrchestrator:
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)
+        #: Async policies caught blocking the event loop or ignoring cancellation, by kind.
+        self.stalls: Counter[str] = Counter()
         self._snapshot = cfg.snapshot()
         self._gap_id = _identity(self.gap_policy)
         self._admission_id = _identity(self.admission_policy)
@@ -573,6 +720,7 @@ class UtilityAwareOrchestrator:
             raise InvalidInputError("session_id", "must be a non-empty string")
         if self.gap_policy is not None and retriever is None:
             raise InvalidInputError("retriever", "gap planning is enabled; pass a retriever")
+        await self._before_turn(scope, session_id)
         budget = (
             options.latency_budget_ms
             if options.latency_budget_ms is not None
@@ -589,59 +737,61 @@ class UtilityAwareOrchestrator:
             requested_budget_ms=options.latency_budget_ms,
             clock=self._clock,
         )
-        if budget:
-            # The turn-decision write comes after the path and counts against the budget
-            # too, so the path gets the budget minus a running estimate of that write.
-            t.reserve_ms = round(min(float(budget), self.audit.write_reserve_ms()), 3)
         run_conditional = self.gap_policy is not None and budget != 0
         if self.gap_policy is not None and budget == 0:
             t.fail(Stage.GAP, FailureReason.BUDGET_EXHAUSTED, "zero budget")
         request = GenerationRequest(turn=turn, public_context=public_context, profile=t.profile)
         budget_scope = anyio.CancelScope()
-        draft_error: Exception | None = None
+        draft_error: BaseException | None = None
 
         t.start = self._clock()
-        async with anyio.create_task_group() as tg:
+        try:
+            async with anyio.create_task_group() as tg:
 
-            async def draft_task() -> None:
-                nonlocal draft_error
-                t.draft_start = self._clock()
-                try:
-                    t.draft = self._text(await _invoke(generate_draft, request), ())
-                except Exception as exc:
-                    draft_error = (
-                        PolicyError(Stage.DRAFT.value, exc.reason.value, exc.detail)
-                        if isinstance(exc, _Fail)
-                        else exc
-                    )
-                    t.elapsed[Stage.DRAFT] = self._clock() - t.draft_start
-                    tg.cancel_scope.cancel()
-                    return
-                t.draft_done = self._clock()
-                t.elapsed[Stage.DRAFT] = t.draft_done - t.draft_start
-                if budget is not None and budget > 0:
-                    # §3.3: the budget is a deadline measured from the draft's completion.
-                    budget_scope.deadline = min(
-                        budget_scope.deadline,
-                        anyio.current_time() + (budget - t.reserve_ms) / 1000,
-                    )
+                async def draft_task() -> None:
+                    nonlocal draft_error
+                    t.draft_start = self._clock()
+                    try:
+                        t.draft = self._text(await _invoke(generate_draft, request), ())
+                    except BaseException as exc:
+                        if _cancelled_by_caller(exc):
+                            raise
+                        draft_error = (
+                            PolicyError(Stage.DRAFT.value, exc.reason.value, exc.detail)
+                            if isinstance(exc, _Fail)
+                            else exc
+                        )
+                        t.elapsed[Stage.DRAFT] = self._clock() - t.draft_start
+                        tg.cancel_scope.cancel()
+                        return
+                    t.draft_done = self._clock()
+                    t.elapsed[Stage.DRAFT] = t.draft_done - t.draft_start
+                    if budget is not None and budget > 0:
+                        # §3.3: the budget is a deadline measured from the draft's completion.
+                        t.budget_deadline.tighten(time.monotonic() + budget / 1000)
+                        budget_scope.deadline = min(
+                            budget_scope.deadline, anyio.current_time() + budget / 1000
+                        )
 
-            tg.start_soon(draft_task)
-            if run_conditional:
-                assert retriever is not None
-                tg.start_soon(self._plan_and_retrieve, t, budget_scope, retriever, inventory)
+                tg.start_soon(draft_task)
+                if run_conditional:
+                    assert retriever is not None
+                    tg.start_soon(self._plan_and_retrieve, t, budget_scope, retriever, inventory)
+        finally:
+            # Whatever the conditional path left running on worker threads stops its SQL now.
+            t.budget_deadline.expire()
 
         if draft_error is not None:
             t.failure = None
             t.fail(Stage.DRAFT, _classify(draft_error), type(draft_error).__name__)
             decision = self._decide(t, Disposition.BASELINE_POLICY_FAILURE, response="")
-            await self._write(decision)
+            await self._hand_over(decision)
             raise draft_error
 
         assert t.draft is not None
         disposition, response, applied, permits = await self._finish(t, generate_final, request)
         decision = self._decide(t, disposition, response=response, applied=applied, permits=permits)
-        await self._write(decision)
+        await self._hand_over(decision)
         log.info(
             "turn_decided",
             decision_id=decision.decision_id,
@@ -652,6 +802,36 @@ class UtilityAwareOrchestrator:
             admitted_ids=list(decision.admitted_ids),
         )
         return decision
+
+    async def flush(self) -> None:
+        """Wait until every turn decision handed over so far is durable.
+
+        Raises:
+            StoreError: a decision row could not be written.
+        """
+        writer = self.audit.writer
+        # Only the wait runs on a thread (abandoned if the caller gives up); failures are
+        # taken here, so none is lost with an abandoned thread.
+        await anyio.to_thread.run_sync(writer.drain, None, abandon_on_cancel=True)
+        writer.raise_failures()
+
+    async def _before_turn(self, scope: Principal, session_id: str) -> None:
+        """Surface failed decision writes, and let the session's previous row land first."""
+        writer = self.audit.writer
+        key = (scope.tenant, scope.principal, session_id)
+        if writer.pending(key):
+            # Only when a conversation's turns follow each other faster than the database
+            # accepts writes (a lock held elsewhere); bounded by the store's busy timeout.
+            limit = self.store._busy_ms / 1000 + 5.0
+            landed = await anyio.to_thread.run_sync(
+                writer.wait_session, key, limit, abandon_on_cancel=True
+            )
+            if not landed:
+                raise StoreError(
+                    f"the previous turn decision of session {_scrub(session_id)} was not "
+                    f"written within {limit:g} s"
+                )
+        writer.raise_failures()
 
     # -- stages -------------------------------------------------------------------------
 
@@ -665,24 +845,20 @@ class UtilityAwareOrchestrator:
         """Gap planning then retrieval, concurrent with the draft and bounded by the budget.
 
         Never raises an ``Exception``: every failure is recorded on ``t`` and ends the
-        conditional path (cancellation still propagates).
+        conditional path (cancellation still propagates). Store reads in here (and in the
+        threads it starts) are bounded by the turn's budget deadline.
         """
         gap_start = self._clock()
-        with budget_scope:
+        with budget_scope, bounded_by(t.budget_deadline):
             t.stage = Stage.GAP
             try:
-                inv = (
-                    list(inventory)
-                    if inventory is not None
-                    else list(
-                        await anyio.to_thread.run_sync(self._inventory_fn, self.store, t.scope)
-                    )
-                )
-                decision = await self._run_gap(t, inv)
+                decision = await self._run_gap(t, inventory)
             except _Fail as exc:
                 t.fail(Stage.GAP, exc.reason, exc.detail)
                 return
-            except Exception as exc:
+            except BaseException as exc:
+                if _cancelled_by_caller(exc):
+                    raise
                 t.fail(Stage.GAP, _classify(exc), type(exc).__name__)
                 return
             finally:
@@ -696,7 +872,9 @@ class UtilityAwareOrchestrator:
                 await self._run_retrieval(t, retriever, decision)
             except _Fail as exc:
                 t.fail(Stage.RETRIEVAL, exc.reason, exc.detail)
-            except Exception as exc:
+            except BaseException as exc:
+                if _cancelled_by_caller(exc):
+                    raise
                 t.fail(Stage.RETRIEVAL, _classify(exc), type(exc).__name__)
             finally:
                 t.elapsed[Stage.RETRIEVAL] = self._clock() - retrieval_start
@@ -704,27 +882,69 @@ class UtilityAwareOrchestrator:
             t.fail(t.stage, FailureReason.BUDGET_EXHAUSTED, "budget deadline passed")
         if t.budget_ms is not None and t.draft_done is not None and "gap" in t.timeouts:
             # Record the clamp: the planner's own timeout or what the budget left it.
-            clamp = (t.draft_done - gap_start) * 1000 + t.budget_ms - t.reserve_ms
+            clamp = (t.draft_done - gap_start) * 1000 + t.budget_ms
             t.timeouts["gap"] = round(min(float(self.config.gap_timeout_ms), clamp), 3)
 
-    async def _run_gap(self, t: _Turn, inventory: list[str]) -> GapDecision:
+    async def _inventory(self, t: _Turn, timeout_s: float) -> list[str]:
+        """The content-free inventory, within the gap stage's timeout (and the budget)."""
+        deadline = Deadline.after(timeout_s, parent=t.budget_deadline)
+        fn = self._inventory_fn
+        try:
+            with bounded_by(deadline), anyio.move_on_after(timeout_s) as scope:
+                call = partial(fn, self.store, t.scope)
+                if fn is store_inventory:
+                    raw = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                else:  # a host's function may never return: a daemon thread, abandoned
+                    raw = await _in_daemon_thread(call)
+                return [str(x) for x in raw]
+        except Exception as exc:
+            raise _Fail(_classify(exc), f"inventory: {type(exc).__name__}") from exc
+        except BaseException as exc:
+            if _cancelled_by_caller(exc):
+                raise
+            raise _Fail(FailureReason.EXCEPTION, f"inventory: {type(exc).__name__}") from exc
+        finally:
+            deadline.expire()
+        if scope.cancelled_caught:
+            raise _Fail(FailureReason.TIMEOUT, f"inventory: no answer within {_ms(timeout_s)} ms")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_gap(self, t: _Turn, inventory: Sequence[str] | None) -> GapDecision:
         assert self.gap_policy is not None
-        timeout = self.config.gap_timeout_ms / 1000
-        t.timeouts["gap"] = _timeout_ms(timeout)
+        own = self.config.gap_timeout_ms / 1000
+        t.timeouts["gap"] = _timeout_ms(own)
+        # The gap stage's timeout covers the inventory and the planner together.
+        ends = anyio.current_time() + own
+        inv = list(inventory) if inventory is not None else await self._inventory(t, own)
         raw = await self._call(
-            timeout, self.gap_policy.plan, t.turn, t.public_context, t.profile, inventory
+            Stage.GAP,
+            max(0.0, ends - anyio.current_time()),
+            self.gap_policy.plan,
+            t.turn,
+            t.public_context,
+            t.profile,
+            inv,
         )
+        too_many = _too_many(raw, "gaps", 3)
+        if too_many:
+            raise _Fail(FailureReason.MALFORMED, too_many)
         try:
             decision = GapDecision.model_validate(raw)
         except ValidationError as exc:
-            unknown = any(
-                err["type"] == "enum" and err["loc"][-1] == "category" for err in exc.errors()
-            )
+            unknown = [
+                err
+                for err in exc.errors(include_url=False)
+                if err["type"] == "enum" and err["loc"][-1] == "category"
+            ]
             if unknown:
-                raise _Fail(FailureReason.UNKNOWN_IDS, "gap category outside the taxonomy") from exc
-            raise _Fail(FailureReason.MALFORMED, f"{exc.error_count()} validation errors") from exc
+                where = ".".join(str(p) for p in unknown[0]["loc"])
+                raise _Fail(
+                    FailureReason.UNKNOWN_IDS,
+                    f"{where}: {_scrub(unknown[0].get('input', ''))} is outside the taxonomy",
+                ) from exc
+            raise _Fail(FailureReason.MALFORMED, _validation_detail(exc)) from exc
         if decision.status is not DecisionStatus.OK:
-            raise _Fail(FailureReason.MALFORMED, f"policy status {decision.status.value}")
+            raise _Fail(FailureReason.MALFORMED, f"status: {decision.status.value}")
         return decision.model_copy(
             update={
                 "gaps": decision.gaps[: self.config.max_gaps],
@@ -744,10 +964,14 @@ class UtilityAwareOrchestrator:
         gaps = decision.gaps
         results: list[list[Candidate] | None] = [None] * len(gaps)
         errors: list[tuple[int, FailureReason, str]] = []
+        # The retriever's SQL (on its worker threads too) and candidate verification stop
+        # at the stage's timeout or the turn's budget, whichever comes first.
+        deadline = Deadline.after(cfg.retrieval_timeout_ms / 1000, parent=t.budget_deadline)
 
         async def one(i: int) -> None:
             t0 = self._clock()
             found_i: list[Candidate] | None = None
+            probe = _Probe()
             try:
                 found = await _invoke(
                     retriever.retrieve,
@@ -755,13 +979,17 @@ class UtilityAwareOrchestrator:
                     gaps[i].query,
                     context=t.turn,
                     limit=cfg.max_candidates,
+                    probe=probe,
                 )
                 found_i = results[i] = self._check_candidates(found, cfg.max_candidates)
             except _Fail as exc:
                 errors.append((i, exc.reason, exc.detail))
-            except Exception as exc:
+            except BaseException as exc:
+                if _cancelled_by_caller(exc):
+                    raise
                 errors.append((i, _classify(exc), type(exc).__name__))
             finally:
+                self._report_stall(Stage.RETRIEVAL, "retriever", probe)
                 # In ``finally`` so a retrieval cut short by the budget is logged too.
                 t.searches.append(
                     SearchRecord(
@@ -776,10 +1004,25 @@ class UtilityAwareOrchestrator:
                     )
                 )
 
-        with anyio.move_on_after(timeout_s) as scope:
-            async with anyio.create_task_group() as tg:
-                for i in range(len(gaps)):
-                    tg.start_soon(one, i)
+        verified: list[Candidate] | None = None
+        try:
+            with bounded_by(deadline), anyio.move_on_after(timeout_s) as scope:
+                async with anyio.create_task_group() as tg:
+                    for i in range(len(gaps)):
+                        tg.start_soon(one, i)
+                if not errors:
+                    merged = _merge([r or [] for r in results], cfg.max_candidates * len(gaps))
+                    verified = await anyio.to_thread.run_sync(
+                        self._verify,
+                        t.scope,
+                        merged,
+                        frozenset(t.profile.record_ids),
+                        abandon_on_cancel=True,
+                    )
+        except DeadlineExceeded as exc:
+            raise _Fail(_classify(exc), "candidate verification was interrupted") from exc
+        finally:
+            deadline.expire()
         if scope.cancelled_caught:
             clamped = remaining is not None and remaining < cfg.retrieval_timeout_ms
             raise _Fail(
@@ -789,11 +1032,8 @@ class UtilityAwareOrchestrator:
         if errors:
             _, reason, detail = min(errors)
             raise _Fail(reason, detail)
-        merged = _merge([r or [] for r in results], cfg.max_candidates * len(gaps))
-        t.candidates = await anyio.to_thread.run_sync(
-            self._verify, t.scope, merged, frozenset(t.profile.record_ids)
-        )
-        del t.candidates[cfg.max_candidates :]
+        assert verified is not None
+        t.candidates = verified[: cfg.max_candidates]
 
     def _check_candidates(self, found: Any, limit: int) -> list[Candidate]:
         if isinstance(found, str | bytes) or not isinstance(found, Sequence):
@@ -841,16 +1081,61 @@ class UtilityAwareOrchestrator:
             out.append(c.model_copy(update={"record": record}))
         return out
 
-    async def _call(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run one policy call under ``timeout_s``; failures become :class:`_Fail`."""
+    async def _call(
+        self, stage: Stage, timeout_s: float, fn: Callable[..., Any], *args: Any
+    ) -> Any:
+        """Run one policy call under ``timeout_s``; failures become :class:`_Fail`.
+
+        A ``BaseException`` the policy raised itself (its own ``CancelledError``,
+        ``KeyboardInterrupt``, ``SystemExit``) is a policy failure; the caller's
+        cancellation of the turn propagates. An answer that arrives after the deadline (a
+        policy that ignored its cancellation) is discarded as a timeout.
+        """
+        probe = _Probe()
+        scope = anyio.move_on_after(timeout_s)
         try:
-            with anyio.move_on_after(timeout_s) as scope:
-                return await _invoke(fn, *args)
+            with scope:
+                result = await _invoke(fn, *args, probe=probe)
         except Exception as exc:
             raise _Fail(_classify(exc), type(exc).__name__) from exc
-        if scope.cancelled_caught:
+        except BaseException as exc:
+            if _cancelled_by_caller(exc):
+                raise
+            log.error("policy_raised_base_exception", stage=stage.value, error=type(exc).__name__)
+            raise _Fail(FailureReason.EXCEPTION, type(exc).__name__) from exc
+        finally:
+            late = anyio.current_time() - scope.deadline
+            self._report_stall(stage, _identity(getattr(fn, "__self__", fn)) or "", probe, late)
+        if scope.cancel_called or late > 0:
+            if late * 1000 > STALL_WARN_MS:
+                raise _Fail(
+                    FailureReason.TIMEOUT,
+                    f"answered {_ms(late)} ms after its {_ms(timeout_s)} ms deadline "
+                    "(ignored cancellation or blocked the event loop)",
+                )
             raise _Fail(FailureReason.TIMEOUT, f"no answer within {_ms(timeout_s)} ms")
-        raise AssertionError("unreachable")  # pragma: no cover
+        return result
+
+    def _report_stall(self, stage: Stage, who: str, probe: _Probe, late_s: float = 0.0) -> None:
+        """Log an async call that blocked the event loop or outlived its deadline."""
+        step_ms = probe.longest * 1000
+        if step_ms > STALL_WARN_MS:
+            self.stalls["blocked_event_loop"] += 1
+            log.warning(
+                "policy_blocked_event_loop",
+                stage=stage.value,
+                policy=who,
+                stall_ms=round(step_ms, 1),
+            )
+        late_ms = late_s * 1000
+        if late_ms > STALL_WARN_MS and late_ms > step_ms:
+            self.stalls["ignored_cancellation"] += 1
+            log.warning(
+                "policy_ignored_cancellation",
+                stage=stage.value,
+                policy=who,
+                stall_ms=round(late_ms, 1),
+            )
 
     async def _run_admission(self, t: _Turn) -> AdmissionDecision:
         assert self.admission_policy is not None and t.draft is not None
@@ -866,6 +1151,7 @@ class UtilityAwareOrchestrator:
         records = [c.record for c in t.candidates]
         try:
             raw = await self._call(
+                Stage.ADMISSION,
                 timeout_s,
                 self.admission_policy.admit,
                 t.turn,
@@ -880,18 +1166,33 @@ class UtilityAwareOrchestrator:
                     FailureReason.BUDGET_EXHAUSTED, "admission outlasted the budget"
                 ) from exc
             raise
+        # Sized before validated: validating 300k verdicts would stall the event loop.
+        # The bound leaves room for a few ids it was not given (reported as unknown_ids).
+        cap = 2 * len(records) + 8
+        too_many = _too_many(raw, "verdicts", cap) or _too_many(raw, "admitted", cap)
+        if too_many:
+            raise _Fail(FailureReason.MALFORMED, too_many)
         try:
             decision = AdmissionDecision.model_validate(raw)
         except ValidationError as exc:
-            raise _Fail(FailureReason.MALFORMED, f"{exc.error_count()} validation errors") from exc
+            raise _Fail(FailureReason.MALFORMED, _validation_detail(exc)) from exc
         if decision.status is not DecisionStatus.OK:
-            raise _Fail(FailureReason.MALFORMED, f"policy status {decision.status.value}")
+            raise _Fail(FailureReason.MALFORMED, f"status: {decision.status.value}")
         given = {r.id for r in records}
         named = set(decision.admitted) | {v.record_id for v in decision.verdicts}
         if named - given:
-            raise _Fail(FailureReason.UNKNOWN_IDS, f"{len(named - given)} ids it was not given")
-        if {v.record_id for v in decision.verdicts} != given:
-            raise _Fail(FailureReason.MALFORMED, "not every candidate has a verdict")
+            unknown = sorted(named - given)
+            raise _Fail(
+                FailureReason.UNKNOWN_IDS,
+                f"{len(unknown)} ids it was not given (first: {_scrub(unknown[0])})",
+            )
+        missing = given - {v.record_id for v in decision.verdicts}
+        if missing:
+            raise _Fail(
+                FailureReason.MALFORMED,
+                f"verdicts: no verdict for {len(missing)} candidate(s) "
+                f"(first: {sorted(missing)[0]})",
+            )
         return decision.model_copy(update={"policy": decision.policy or self._admission_id or ""})
 
     async def _finish(
@@ -985,7 +1286,7 @@ class UtilityAwareOrchestrator:
         t.stage = Stage.REGENERATION
         start = self._clock()
         try:
-            raw = await self._call(timeout_s, generate_final, final_request)
+            raw = await self._call(Stage.REGENERATION, timeout_s, generate_final, final_request)
             text = self._text(raw, t.admission.admitted)
         except _Fail as exc:
             if exc.reason is FailureReason.TIMEOUT and clamped:
@@ -1043,7 +1344,9 @@ class UtilityAwareOrchestrator:
         admission = t.admission
         admitted = admission.admitted if admission is not None else ()
         draft = t.draft or ""
-        return TurnMemoryDecision(
+        # Every field is already a validated value of its declared type, so the decision is
+        # assembled without re-validating it: this runs on every turn's critical path.
+        return TurnMemoryDecision.model_construct(
             decision_id="d" + uuid.uuid4().hex,
             scope=t.scope,
             session_id=t.session_id,
@@ -1064,9 +1367,10 @@ class UtilityAwareOrchestrator:
             requested_budget_ms=t.requested_budget_ms,
             effective_budget_ms=t.budget_ms,
             budget_permits_regeneration=permits,
-            budget_reserve_ms=t.reserve_ms if t.budget_ms else None,
+            # Nothing is held back any more: the decision write is off the critical path.
+            budget_reserve_ms=0.0 if t.budget_ms else None,
             regeneration_estimate_ms=_round(t.draft_latency_ms()),
-            timings=StageTimings(
+            timings=StageTimings.model_construct(
                 draft_ms=ms(Stage.DRAFT),
                 gap_ms=ms(Stage.GAP),
                 retrieval_ms=ms(Stage.RETRIEVAL),
@@ -1080,25 +1384,40 @@ class UtilityAwareOrchestrator:
             admission_policy_id=self._admission_id,
             serving_model=self.serving_model,
             bundle_retrieval_verified=self.bundle.retrieval_verified,
-            config=self._snapshot,
+            config=dict(self._snapshot),
             draft_sha256=_sha256(t.draft),
             response_sha256=_sha256(response) if response else None,
         )
 
-    async def _write(self, decision: TurnMemoryDecision) -> None:
-        """Write the decision row; never abandoned, so cancellation cannot split it."""
-        start = self._clock()
-        try:
-            await anyio.to_thread.run_sync(self.audit.write_decision, decision)
-            self.audit.observe_write((self._clock() - start) * 1000)
-        except Exception:
-            log.error(
-                "turn_decision_write_failed",
-                decision_id=decision.decision_id,
-                session_id=decision.session_id,
-                turn_index=decision.turn_index,
-            )
-            raise
+    async def _hand_over(self, decision: TurnMemoryDecision) -> None:
+        """Give the decision row to the store's writer; it is written off the critical path.
+
+        Waits only when the writer's queue is full (the database has accepted no write for
+        a long while), bounded by the store's busy timeout; then raises rather than drop it.
+        """
+        if self.audit.submit(decision) is not None:
+            return
+        limit = self.store._busy_ms / 1000 + 5.0
+        waited = 0.0
+        while waited < limit:
+            if await anyio.to_thread.run_sync(
+                self.audit.writer.wait_room, 0.5, abandon_on_cancel=True
+            ):
+                if self.audit.submit(decision) is not None:
+                    return
+            waited += 0.5
+        log.error(
+            "turn_decision_write_failed",
+            decision_id=decision.decision_id,
+            session_id=decision.session_id,
+            turn_index=decision.turn_index,
+            error="queue_full",
+        )
+        self.audit.writer.failed += 1
+        raise StoreError(
+            f"turn decision {decision.decision_id} could not be handed over: the writer's "
+            f"queue stayed full for {limit:g} s (the database is not accepting writes)"
+        )
 
 
 def _merge(lists: Sequence[Sequence[Candidate]], cap: int) -> list[Candidate]:

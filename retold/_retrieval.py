@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
 from ._records import Candidate, LifecycleState, Principal, Record, RecordKind
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
 
@@ -428,8 +428,17 @@ class HybridRetriever:
             stale = await ensure_vectors(self.store, scope, self.embedder)
             query_vector = (await self.embedder.embed([query]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
+        # Abandoned on cancellation: a search cut short by a deadline returns at once, and
+        # its thread stops at its next statement or deadline check.
         hits, folded = await anyio.to_thread.run_sync(
-            self._candidates_sync, scope, query, now, query_vector, timings, counts
+            self._candidates_sync,
+            scope,
+            query,
+            now,
+            query_vector,
+            timings,
+            counts,
+            abandon_on_cancel=True,
         )
         if cfg.rerank and self.reranker is not None and hits:
             t0 = time.perf_counter()
@@ -437,10 +446,14 @@ class HybridRetriever:
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
             t0 = time.perf_counter()
-            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits, limit)
+            hits = await anyio.to_thread.run_sync(
+                self._expand_sessions, scope, now, hits, limit, abandon_on_cancel=True
+            )
             timings["session"] = (time.perf_counter() - t0) * 1000
         if cfg.backfill and hits and len(hits) < limit:
-            hits = await anyio.to_thread.run_sync(self._backfill, scope, now, hits, limit)
+            hits = await anyio.to_thread.run_sync(
+                self._backfill, scope, now, hits, limit, abandon_on_cancel=True
+            )
         ranked = self._sort(hits)[:limit]
         candidates = tuple(
             Candidate(record=h.record, score=h.score, paths=tuple(sorted(h.paths)), query=query)
@@ -476,6 +489,7 @@ class HybridRetriever:
             timings["lexical"] = (time.perf_counter() - t0) * 1000
             stages.append(("lexical", cfg.lexical_weight, rows))
         if cfg.entity:
+            check_deadline("the entity stage")
             t0 = time.perf_counter()
             rows = self._entity(scope, query, now)
             timings["entity"] = (time.perf_counter() - t0) * 1000
@@ -483,6 +497,7 @@ class HybridRetriever:
         if query_vector is not None and self.embedder is not None:
             from ._embedding import dense_search
 
+            check_deadline("the dense stage")
             t0 = time.perf_counter()
             where, params = _live_filter(cfg, scope, now)
             rows = dense_search(
@@ -496,6 +511,7 @@ class HybridRetriever:
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
             stages.append(("dense", cfg.dense_weight, rows))
+        check_deadline("fusion")
         for name, weight, rows in stages:
             counts[name] = len(rows)
             top = max((s for _, _, s in rows), default=0.0)

@@ -9,11 +9,14 @@ passes the store's :class:`~retold.Redactor` first (SR-1), so no caller can bypa
 
 from __future__ import annotations
 
+import contextvars
 import json
+import math
 import re
 import secrets
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,7 +30,7 @@ import structlog
 from pydantic import ValidationError
 from sqlite_utils import Database
 
-from ._errors import InvalidInputError, StoreError, UsageError
+from ._errors import DeadlineExceeded, InvalidInputError, StoreError, UsageError
 from ._records import (
     Activation,
     Event,
@@ -41,7 +44,17 @@ from ._records import (
 )
 from ._redaction import Redactor
 
-__all__ = ["AsyncStore", "SQLiteStore", "Store", "Writer", "iso"]
+__all__ = [
+    "AsyncStore",
+    "Deadline",
+    "SQLiteStore",
+    "Store",
+    "Writer",
+    "bounded_by",
+    "check_deadline",
+    "current_deadline",
+    "iso",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +79,125 @@ def _utcnow() -> datetime:
 
 def _new_id() -> str:
     return "r" + uuid.uuid4().hex
+
+
+# -- deadlines on the turn path ----------------------------------------------------------
+
+#: SQLite virtual-machine steps between two deadline checks of a bounded statement. A check
+#: takes the GIL for a moment, so it is not run on every step; a few thousand steps are
+#: tens to hundreds of microseconds of SQL.
+_PROGRESS_STEPS = 4000
+
+#: Idle read connections a file-backed store keeps for reuse.
+_MAX_IDLE_READERS = 8
+
+
+class Deadline:
+    """An instant on ``time.monotonic()`` after which SQL on the turn path is interrupted.
+
+    The orchestrator makes one per stage (and one for the turn's latency budget, whose
+    instant is known only when the draft completes, so it can be tightened later) and
+    installs it with :func:`bounded_by`. While it is installed, every read of a
+    :class:`SQLiteStore` in that context (worker threads included: anyio copies the context
+    into them) runs under a SQLite progress handler that aborts the statement once the
+    deadline has passed, and every lock wait (the store's own lock, SQLite's busy timeout)
+    is clamped to the time left. A statement cut short raises :class:`DeadlineExceeded`.
+
+    Args:
+        at: the instant, in ``time.monotonic()`` seconds (``math.inf``: not yet known).
+        kind: what the deadline is (``"budget"`` or ``"timeout"``); reported with the error.
+        parent: an enclosing deadline that also applies (the turn's budget for a stage).
+    """
+
+    __slots__ = ("_expired", "at", "kind", "parent")
+
+    def __init__(
+        self, at: float = math.inf, *, kind: str = "timeout", parent: Deadline | None = None
+    ) -> None:
+        self.at = at
+        self.kind = kind
+        self.parent = parent
+        self._expired = False
+
+    @classmethod
+    def after(
+        cls, seconds: float, *, kind: str = "timeout", parent: Deadline | None = None
+    ) -> Deadline:
+        """A deadline ``seconds`` from now (``math.inf``: none of its own)."""
+        return cls(time.monotonic() + seconds, kind=kind, parent=parent)
+
+    def tighten(self, at: float) -> None:
+        """Move the instant earlier (never later)."""
+        self.at = min(self.at, at)
+
+    def expire(self) -> None:
+        """Pass the deadline now (the turn was cancelled or its stage gave up)."""
+        self._expired = True
+
+    def binding(self) -> Deadline | None:
+        """The deadline of this chain that has passed (None while none has)."""
+        now = time.monotonic()
+        node: Deadline | None = self
+        while node is not None:
+            if node._expired or now >= node.at:
+                return node
+            node = node.parent
+        return None
+
+    def passed(self) -> bool:
+        """True once this deadline or an enclosing one has passed (the progress handler)."""
+        return self.binding() is not None
+
+    def remaining(self) -> float:
+        """Seconds left before the earliest deadline of the chain (<= 0 when passed)."""
+        now = time.monotonic()
+        left = math.inf
+        node: Deadline | None = self
+        while node is not None:
+            if node._expired:
+                return 0.0
+            left = min(left, node.at - now)
+            node = node.parent
+        return left
+
+    def exceeded(self, what: str) -> DeadlineExceeded:
+        """The error to raise for ``what`` cut short by this deadline chain."""
+        hit = self.binding() or self
+        return DeadlineExceeded(hit.kind, f"{what} was interrupted at its {hit.kind} deadline")
+
+
+_ACTIVE_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "retold_deadline", default=None
+)
+
+
+@contextmanager
+def bounded_by(deadline: Deadline | None) -> Iterator[None]:
+    """Bound every store read and lock wait in this context (and its threads) by ``deadline``."""
+    token = _ACTIVE_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _ACTIVE_DEADLINE.reset(token)
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline installed by :func:`bounded_by` in this context, if any."""
+    return _ACTIVE_DEADLINE.get()
+
+
+def check_deadline(what: str) -> None:
+    """Raise :class:`DeadlineExceeded` if this context's deadline has passed.
+
+    For Python work between statements (scoring, fusion) that no progress handler sees.
+    """
+    deadline = _ACTIVE_DEADLINE.get()
+    if deadline is not None and deadline.passed():
+        raise deadline.exceeded(what)
+
+
+def _interrupted(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc).lower()
 
 
 _CORE_MIGRATIONS: tuple[str, ...] = (
@@ -321,9 +453,15 @@ class SQLiteStore:
         id_factory: returns a new record id; inject for reproducible ids.
         redaction_key: key for secret ids; by default a random key is created with the file
             and kept in it, so ids are stable for that store.
-        busy_timeout_ms: how long a writer waits for another process's lock.
+        busy_timeout_ms: how long a writer waits for another process's lock. Under a
+            :class:`Deadline` (the turn path) every lock wait is clamped to the time left.
         on_write_step: test seam called with a step name at each point inside a write;
             raising from it aborts the write (which must then leave no trace).
+
+    Reads of a file-backed store run on a small pool of read-only connections, so under
+    WAL they never wait for a writer (of this process or another) and never queue behind
+    this store's write lock. Writes share one connection, serialised by that lock. Inside a
+    write, reads on the writing thread use the write connection (they see its changes).
     """
 
     def __init__(
@@ -341,6 +479,16 @@ class SQLiteStore:
         self._new_id = id_factory or _new_id
         self._on_write_step = on_write_step
         self._lock = threading.RLock()
+        self._busy_ms = int(busy_timeout_ms)
+        self._local = threading.local()
+        self._closed = False
+        memory = self.path in ("", ":memory:") or "mode=memory" in self.path
+        # ``:memory:`` is private to its connection, so such a store reads on its only one.
+        self._readers: list[sqlite3.Connection] | None = None if memory else []
+        self._readers_lock = threading.Lock()
+        self._schema_done: dict[str, int] = {}
+        self._shared: dict[str, Any] = {}
+        self._shared_lock = threading.Lock()
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -367,8 +515,40 @@ class SQLiteStore:
         return self._clock
 
     def close(self) -> None:
+        """Close the components attached with :meth:`shared` (the audit writer flushes its
+        queue), then the connections. A component's failure is raised after everything is
+        closed."""
+        error: BaseException | None = None
+        for component in reversed(list(self._shared.values())):
+            closer = getattr(component, "close", None)
+            if closer is None:
+                continue
+            try:
+                closer()
+            except Exception as exc:
+                error = error or exc
+        self._shared.clear()
         with self._lock:
             self._conn.close()
+        with self._readers_lock:
+            self._closed = True
+            idle, self._readers = self._readers or [], [] if self._readers is not None else None
+        for conn in idle:
+            conn.close()
+        if error is not None:
+            raise error
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """The store-wide component ``key``, made by ``factory`` on first use.
+
+        Components that hold resources over this store (the turn-decision writer) live here,
+        so every user of the store shares one, and :meth:`close` closes them first.
+        """
+        with self._shared_lock:
+            if key not in self._shared:
+                self._shared[key] = factory()
+            component: T = self._shared[key]
+            return component
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -376,25 +556,139 @@ class SQLiteStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _acquire(self, deadline: Deadline | None, what: str) -> None:
+        """Take the write lock, waiting no longer than ``deadline`` allows."""
+        if deadline is None:
+            self._lock.acquire()
+            return
+        left = deadline.remaining()
+        if left <= 0 or not self._lock.acquire(timeout=-1 if math.isinf(left) else left):
+            raise deadline.exceeded(what)
+
     @contextmanager
     def write(self) -> Iterator[Writer]:
-        """Open a ``BEGIN IMMEDIATE`` transaction; commit on success, roll back on any error."""
-        with self._lock:
+        """Open a ``BEGIN IMMEDIATE`` transaction; commit on success, roll back on any error.
+
+        Under a :class:`Deadline` the waits for this store's lock and for SQLite's write lock
+        are clamped to the time left, and the transaction's statements are interrupted when
+        it passes (the transaction then rolls back whole): :class:`DeadlineExceeded`.
+        """
+        deadline = _ACTIVE_DEADLINE.get()
+        self._acquire(deadline, "waiting for the write lock")
+        conn = self._conn
+        outer = getattr(self._local, "writing", False)
+        left_ms = math.inf
+        try:
+            self._local.writing = True
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                if deadline is not None:
+                    conn.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
+                    left_ms = deadline.remaining() * 1000
+                    if left_ms < self._busy_ms:
+                        conn.execute(f"PRAGMA busy_timeout = {max(1, math.ceil(left_ms))}")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    if deadline is not None and left_ms < self._busy_ms:
+                        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             except sqlite3.Error as exc:
+                # A busy error after a clamped wait is the deadline's doing too.
+                clamped = left_ms < self._busy_ms
+                if deadline is not None and (deadline.passed() or _interrupted(exc) or clamped):
+                    raise deadline.exceeded("waiting for the write lock") from exc
                 raise StoreError(f"cannot start a write transaction: {exc}") from exc
             try:
                 yield Writer(self)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                # An interrupted statement may already have rolled the transaction back.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if (
+                    deadline is not None
+                    and isinstance(exc, sqlite3.Error)
+                    and (_interrupted(exc) or deadline.passed())
+                ):
+                    raise deadline.exceeded("a write") from exc
                 raise
+        finally:
+            if deadline is not None:
+                conn.set_progress_handler(None, 0)
+            self._local.writing = outer
+            self._lock.release()
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        """Run a read-only query and return its rows as dicts."""
-        with self._lock:
-            return list(self.db.query(sql, params))
+        """Run a read-only query and return its rows as dicts.
+
+        Under a :class:`Deadline` the statement is interrupted when the deadline passes and
+        :class:`DeadlineExceeded` is raised; a deadline already past raises before any SQL.
+        """
+        deadline = _ACTIVE_DEADLINE.get()
+        if deadline is not None and deadline.passed():
+            raise deadline.exceeded("a read")
+        if self._readers is None or getattr(self._local, "writing", False):
+            self._acquire(deadline, "waiting for the store lock")
+            try:
+                # Inside a write the write's own progress handler already applies.
+                bound = None if getattr(self._local, "writing", False) else deadline
+                return self._run(self._conn, sql, params, bound)
+            finally:
+                self._lock.release()
+        conn = self._reader()
+        try:
+            return self._run(conn, sql, params, deadline)
+        finally:
+            self._give_back(conn)
+
+    def _run(
+        self,
+        conn: sqlite3.Connection,
+        sql: str,
+        params: Sequence[Any] | dict[str, Any],
+        deadline: Deadline | None,
+    ) -> list[dict[str, Any]]:
+        if deadline is not None:
+            conn.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
+        cursor: sqlite3.Cursor | None = None
+        try:
+            cursor = conn.execute(sql, params)
+            keys = [d[0] for d in cursor.description or ()]
+            return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
+        except sqlite3.Error as exc:
+            if deadline is not None and (_interrupted(exc) or deadline.passed()):
+                raise deadline.exceeded("a read") from exc
+            raise
+        finally:
+            if cursor is not None:
+                cursor.close()
+            if deadline is not None:
+                conn.set_progress_handler(None, 0)
+
+    def _reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            if self._readers:
+                return self._readers.pop()
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open a read connection to {self.path!r}: {exc}") from exc
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            if not self._closed and self._readers is not None:
+                if len(self._readers) < _MAX_IDLE_READERS:
+                    self._readers.append(conn)
+                    return
+        conn.close()
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
         """Apply the not-yet-applied migrations of ``component``, each in one transaction.
@@ -402,6 +696,10 @@ class SQLiteStore:
         Components (core, retrieval, profile, audit, ...) version their tables separately, so
         a module can own its schema. Safe to call from several processes at once.
         """
+        if self._schema_done.get(component, -1) >= len(migrations):
+            # Already checked by this store: no SQL, and no write lock taken (this runs on
+            # the turn path, e.g. before every entity search).
+            return
         with self._lock:
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS retold_schema "
@@ -423,6 +721,7 @@ class SQLiteStore:
                         [component, version],
                     )
                     log.debug("schema_migrated", component=component, version=version)
+            self._schema_done[component] = len(migrations)
 
     def schema_version(self, component: str) -> int:
         rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])

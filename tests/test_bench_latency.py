@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from retold._bench_latency import FAULTS
 from retold.cli import main
 
 KEYS = {
@@ -18,22 +19,37 @@ KEYS = {
 }
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_bench_latency_prints_the_figures(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """With --json the benchmark prints one object holding every required figure."""
-    argv = ["bench", "latency", "--turns", "12", "--concurrency", "3", "--json"]
-    assert main([*argv, "--backend", backend]) == 0
+@pytest.mark.parametrize(
+    ("backend", "retriever", "contention"),
+    [
+        pytest.param("asyncio", "fake", False, id="asyncio-fake"),
+        pytest.param("trio", "hybrid", True, id="trio-hybrid-contention"),
+    ],
+)
+def test_bench_latency_prints_the_figures(
+    backend: str, retriever: str, contention: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --json the benchmark prints one object holding every required figure, the
+    worst overrun per fault kind, and one decision row per turn."""
+    argv = ["bench", "latency", "--turns", str(2 * len(FAULTS)), "--concurrency", "3"]
+    argv += ["--retriever", retriever, "--records", "60", "--backend", backend, "--json"]
+    assert main([*argv, *(["--contention"] if contention else [])]) == 0
     data = json.loads(capsys.readouterr().out)
     assert KEYS <= set(data)
-    assert data["turns"] == 12 and data["concurrency"] == 3 and data["backend"] == backend
+    assert (data["turns"], data["concurrency"], data["backend"]) == (2 * len(FAULTS), 3, backend)
+    assert (data["retriever"], data["records"], data["contention"]) == (retriever, 60, contention)
     for key in KEYS:
         assert isinstance(data[key], float) and data[key] >= 0
+    assert set(data["overrun_by_fault"]) == set(FAULTS)
+    assert all(v >= 0 for v in data["overrun_by_fault"].values())
+    assert data["decision_rows_missing"] == 0
+    assert (data["contention_holds"] > 0) == contention
 
 
-@pytest.mark.parametrize("flag", ["--turns", "--concurrency"])
+@pytest.mark.parametrize("flag", ["--turns", "--concurrency", "--records"])
 def test_bench_latency_rejects_non_positive_counts(
     flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Zero turns or zero concurrency is a usage error."""
+    """Zero turns, zero concurrency or zero records is a usage error."""
     assert main(["bench", "latency", flag, "0"]) == 2
     assert flag.strip("-") in capsys.readouterr().err

@@ -10,7 +10,9 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import pytest
+from structlog.testing import capture_logs
 
 from retold import (
     AdapterHTTPError,
@@ -24,6 +26,7 @@ from retold import (
     RecordDraft,
     SQLiteStore,
     Stage,
+    StoreError,
     TurnMemoryDecision,
     TurnOptions,
     UtilityAwareConfig,
@@ -301,7 +304,8 @@ def lock_is_free(store: SQLiteStore, path: Path) -> bool:
 async def test_failed_audit_write_is_loud_and_leaves_nothing(
     tmp_path: Path, alice: Principal
 ) -> None:
-    """A failing audit write raises and rolls back: no decision row, no search rows."""
+    """A failed decision write rolls back whole, is logged and counted, and is raised by
+    flush(), by the session's next turn and by close()."""
 
     def explode(step: str) -> None:
         if step == "search_log":
@@ -316,14 +320,28 @@ async def test_failed_audit_write_is_loud_and_leaves_nothing(
         gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
         admission_policy=ScriptedAdmissionPolicy("all"),
     )
-    with pytest.raises(RuntimeError, match="disk on fire"):
-        await run_turn(
-            orch, alice, retriever=StoreRetriever(store), generate_final=ScriptedGeneration("x")
-        )
+    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    with capture_logs() as logs:
+        decision = await run_turn(orch, alice, **parts)  # the write is off the turn's path
+        assert decision.response == "x"
+        with pytest.raises(StoreError, match="could not be written") as info:
+            await orch.flush()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert [e["log_level"] for e in logs if e["event"] == "turn_decision_write_failed"] == ["error"]
+    assert orch.audit.writer.failed == 1
     assert store.query("SELECT count(*) AS n FROM turn_decisions")[0]["n"] == 0
     assert store.query("SELECT count(*) AS n FROM search_log")[0]["n"] == 0
     assert lock_is_free(store, path)
-    store.close()
+
+    await run_turn(orch, alice, turn_index=1, **parts)  # its row fails after it returned
+    with pytest.raises(StoreError, match="could not be written"):
+        await run_turn(orch, alice, turn_index=2, **parts)  # ... and the next turn says so
+    assert orch.audit.writer.failed == 2
+    other = Principal(tenant="acme", principal="carol")
+    await run_turn(orch, other, **parts)
+    with pytest.raises(StoreError, match="could not be written"):
+        store.close()  # ... and so does close, for a failure nobody was told of yet
+    assert orch.audit.writer.failed == 3
 
 
 # -- cancellation ------------------------------------------------------------------------
@@ -340,15 +358,17 @@ async def test_cancelling_the_caller_leaves_no_partial_rows(
     gate = threading.Event()
     scope = anyio.CancelScope()
 
+    token = anyio.lowlevel.current_token()
+
     def on_step(step: str) -> None:
         if point == "audit" and step == "turn_decision":
-            # Cancel the caller while the write transaction is open.
-            anyio.from_thread.run_sync(scope.cancel)
-            anyio.from_thread.run_sync(reached.set)
+            # Hold the writer's transaction open (on its own thread) until the test is done.
+            anyio.from_thread.run_sync(reached.set, token=token)
+            gate.wait(5)
 
     def inventory_fn(store_: SQLiteStore, scope_: Principal) -> list[str]:
-        if point == "inventory":
-            anyio.from_thread.run_sync(reached.set)
+        if point == "inventory":  # a host inventory runs on a daemon thread: pass the token
+            anyio.from_thread.run_sync(reached.set, token=token)
             gate.wait(5)
         return ["preference"]
 
@@ -382,11 +402,13 @@ async def test_cancelling_the_caller_leaves_no_partial_rows(
             await reached.wait()
             scope.cancel()
             gate.set()
+    await orch.flush()
     decisions = store.query("SELECT id FROM turn_decisions")
     searches = store.query("SELECT decision_id FROM search_log")
     if point == "audit":
-        # The write had started: it completes whole (never abandoned), and the turn ends
-        # with no further checkpoint, so the cancellation lands in the caller afterwards.
+        # The turn returned once its row was handed over; the writer then wrote it whole,
+        # whatever happened to the caller afterwards.
+        assert finished
         assert len(decisions) == 1
         assert {s["decision_id"] for s in searches} == {decisions[0]["id"]}
     else:

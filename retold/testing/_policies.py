@@ -40,6 +40,7 @@ __all__ = [
     "FakeRetriever",
     "FunctionAdmissionPolicy",
     "FunctionGapPolicy",
+    "HashingEmbedder",
     "ManualClock",
     "ScriptedAdmissionPolicy",
     "ScriptedGapPolicy",
@@ -357,6 +358,33 @@ class FakeRetriever:
             lambda: _as_candidates(items, query)[:limit]
         )
         return result
+
+
+class HashingEmbedder:
+    """A deterministic :class:`~retold.Embedder` with no model: hashed bag of words.
+
+    Texts sharing words get nearby vectors, so the dense stage finds something; use it to
+    exercise vector storage and dense search (the bench, tests) without a model.
+    """
+
+    def __init__(self, dimensions: int = 384, *, model_id: str | None = None) -> None:
+        self._dims = dimensions
+        self._id = model_id or f"hashing-bow:{dimensions}"
+        self.calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._id
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        from ._loopback import hashed_embedding
+
+        self.calls += 1
+        return [hashed_embedding(t, self._dims) for t in texts]
 
 
 class StoreRetriever:
