@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import InvalidInputError
+from .._errors import InvalidInputError, StoreError
 from .._records import Principal
 from .._store import SQLiteStore
 
@@ -35,16 +36,58 @@ def scope_of(args: argparse.Namespace) -> Principal:
         raise InvalidInputError.from_validation_error(exc) from exc
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_db_path(path: Path, *, must_exist: bool) -> None:
+    """Refuse, before SQLite touches it, a path that is not a database file we may open.
+
+    SQLite would otherwise write a journal next to a device (``--db /dev/null`` leaves
+    ``/dev/null-journal``) or fail later with a bare ``OperationalError``.
+    """
+    shown = repr(str(path))
+    if not path.exists():
+        if must_exist:
+            raise InvalidInputError("db", f"no database at {shown}")
+        if not path.parent.is_dir():
+            raise InvalidInputError("db", f"directory {str(path.parent)!r} does not exist")
+        return
+    if not path.is_file():
+        raise InvalidInputError("db", f"{shown} is not a regular file")
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise InvalidInputError("db", f"cannot read {shown}: {exc.strerror}") from None
+    if header and header != _SQLITE_HEADER:
+        raise InvalidInputError("db", f"{shown} is not a SQLite database")
+
+
 def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> SQLiteStore:
+    """Open ``--db``; a path that cannot hold a Retold store is an error naming ``db``."""
     path = Path(args.db)
-    if must_exist and not path.exists():
-        raise InvalidInputError("db", f"no database at {str(path)!r}")
-    if path.parent and not path.parent.exists():
-        raise InvalidInputError("db", f"directory {str(path.parent)!r} does not exist")
-    return SQLiteStore(path)
+    _check_db_path(path, must_exist=must_exist)
+    try:
+        return SQLiteStore(path)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+        code = getattr(cause, "sqlite_errorcode", 0) & 0xFF
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise  # another writer holds it: a runtime failure, not bad input
+        raise InvalidInputError(
+            "db", f"cannot open {str(path)!r} as a Retold store: {exc}"
+        ) from None
 
 
 def emit(obj: Any) -> None:
-    """Print one JSON document (sorted keys, UTF-8 kept readable)."""
-    json.dump(obj, sys.stdout, ensure_ascii=False, sort_keys=True, default=str)
-    sys.stdout.write("\n")
+    """Print one JSON document (sorted keys, UTF-8 kept readable).
+
+    Text that is not valid Unicode (a lone surrogate stored before argv was checked) is
+    written as a JSON escape, so the output is always valid UTF-8.
+    """
+    text = json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(obj, ensure_ascii=True, sort_keys=True, default=str)
+    sys.stdout.write(text + "\n")

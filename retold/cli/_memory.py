@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from .._errors import InvalidInputError
-from .._records import Record, RecordKind
+from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
 from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
 
@@ -26,8 +26,13 @@ def register(sub: Any) -> None:
     add.add_argument("--event-time", help="ISO 8601 time of the event (UTC if no offset)")
     add.add_argument("--session", help="session id the record came from")
     add.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    add.add_argument(
+        "--idempotency-key",
+        help="a key for this write: adding again with the same key stores nothing and "
+        "returns the first record (safe retries)",
+    )
     add_json(add)
-    add.add_argument("text", help="the record text")
+    add.add_argument("text", help="the record text, or - to read it from stdin (UTF-8)")
     add.set_defaults(handler=_add)
 
     lst = msub.add_parser("list", help="list live records, newest first")
@@ -49,27 +54,86 @@ def register(sub: Any) -> None:
 
 
 def _line(record: Record) -> str:
+    """One record: id, time, ``[kind, activation]`` (plus the lifecycle unless active), text."""
     when = (record.event_time or record.created_at).strftime("%Y-%m-%d %H:%M")
     speaker = f"{record.speaker}: " if record.speaker else ""
-    return f"{record.id}  [{when}] [{record.kind.value}/{record.lifecycle.value}] {speaker}{record.text}"
+    state = f"{record.kind.value}, {record.activation.value}"
+    if record.lifecycle is not LifecycleState.ACTIVE:
+        state += f", {record.lifecycle.value}"
+    return f"{record.id}  [{when}] [{state}] {speaker}{record.text}"
+
+
+def _read_text(arg: str) -> str:
+    """The record text: the argument itself, or stdin when it is ``-``.
+
+    Trailing newlines are dropped (as the shell's ``$(...)`` does), so ``echo`` and
+    ``printf`` store the same text.
+    """
+    if arg != "-":
+        return arg
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            "text", f"standard input is not valid UTF-8 (byte {exc.start})"
+        ) from None
+    return text.removeprefix("\ufeff").rstrip("\r\n")
 
 
 def _add(args: argparse.Namespace) -> int:
     scope = scope_of(args)
-    payload: dict[str, Any] = {"text": args.text, "kind": args.kind, "tags": args.tag}
-    if args.speaker is not None:
-        payload["speaker"] = args.speaker
-    if args.event_time is not None:
-        payload["event_time"] = args.event_time
-    if args.session is not None:
-        payload["session_id"] = args.session
+    payload: dict[str, Any] = {
+        "text": _read_text(args.text),
+        "kind": args.kind,
+        "tags": args.tag,
+    }
+    for field, value in (
+        ("speaker", args.speaker),
+        ("event_time", args.event_time),
+        ("session_id", args.session),
+        ("idempotency_key", args.idempotency_key),
+    ):
+        if value is not None:
+            payload[field] = value
     draft = draft_from(payload)  # validated before the database is opened: bad input writes nothing
     with open_store(args) as store:
+        # The principal's records before the write: to tell a retried key from a new record,
+        # and to say when the same text is already stored.
+        before = store.list_records(scope, lifecycle=None, include_expired=True)
         record = store.add(scope, draft, actor="cli")
+        now = store.clock()
+    created = all(r.id != record.id for r in before)
+    same_text = [
+        r.id for r in before if r.id != record.id and r.text == record.text and r.is_live(now)
+    ]
     if args.json:
-        emit(record.model_dump(mode="json"))
+        emit({**record.model_dump(mode="json"), "created": created, "same_text_as": same_text})
     else:
         print(_line(record))
+    if not created:
+        print(
+            f"retold: note: idempotency key already used; nothing written, {record.id} is the "
+            "record it stored",
+            file=sys.stderr,
+        )
+    elif same_text:
+        print(
+            f"retold: note: the same text is already stored as {', '.join(same_text)}; this is "
+            "a second record (pass --idempotency-key to make a retried add store nothing)",
+            file=sys.stderr,
+        )
+    if (
+        created
+        and record.kind is RecordKind.PREFERENCE
+        and record.activation is Activation.CONDITIONAL
+    ):
+        print(
+            "retold: note: stored as conditional memory (retrieved and admitted turn by turn); "
+            "a preference joins the ambient profile only from the user's own chat turn, "
+            "through activation or review (README: how a preference becomes ambient)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -125,6 +189,10 @@ def _search(args: argparse.Namespace) -> int:
     from .._tokens import token_counter
 
     scope = scope_of(args)
+    if not args.query.strip():
+        raise InvalidInputError("query", "must not be empty")
+    if args.budget <= 0:
+        raise InvalidInputError("budget", f"must be a positive number of tokens, not {args.budget}")
     counter = token_counter(args.unit)
     with open_store(args, must_exist=True) as store:
         retriever = HybridRetriever(store)
