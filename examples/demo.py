@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -154,8 +155,11 @@ async def main(db: Path) -> None:
 
 
 if __name__ == "__main__":
-    # A host configures logging; the examples keep Retold's log lines to warnings.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # The host's one logging line (README): Retold's warnings, on stderr; stdout stays ours.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     parser = argparse.ArgumentParser(description="Run the Retold demo.")
     parser.add_argument(
         "--db", type=Path, default=None, help="database file (default: a new temp dir)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -58,8 +59,11 @@ async def main(db: Path, *, live: bool = False) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    # A host configures logging; the examples keep Retold's log lines to warnings.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # The host's one logging line (README): Retold's warnings, on stderr; stdout stays ours.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     parser = argparse.ArgumentParser(description="Per-turn latency budgets.")
     parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
     parser.add_argument(

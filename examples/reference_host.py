@@ -92,6 +92,9 @@ async def main(argv: Sequence[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    # A host configures logging; the examples keep Retold's log lines to warnings.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # The host's one logging line (README): Retold's warnings, on stderr; stdout stays ours.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     anyio.run(main, sys.argv[1:])

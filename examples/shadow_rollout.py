@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import tempfile
 from contextlib import AsyncExitStack
 from importlib.resources import files
@@ -90,8 +91,11 @@ async def main(db: Path, *, scenarios: Path | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    # A host configures logging; the examples keep Retold's log lines to warnings.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # The host's one logging line (README): Retold's warnings, on stderr; stdout stays ours.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     parser = argparse.ArgumentParser(description="Shadow-mode rollout.")
     parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
     parser.add_argument(

@@ -125,3 +125,104 @@ def test_delete_unknown_id_in_scope(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 2 and "id:" in err
     _, out, _ = run(capsys, "memory", "list", "--db", db, *SCOPE, "--json")
     assert json.loads(out)["count"] == 1
+
+
+def _retold(*argv: str | bytes, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """The installed command in a real process (argv may carry raw bytes)."""
+    return subprocess.run(
+        [sys.executable, "-m", "retold", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_add_dash_reads_stdin(tmp_path: Path) -> None:
+    """`printf 'hello' | retold memory add ... -` stores "hello"; a trailing newline is dropped."""
+    db = str(tmp_path / "m.db")
+    proc = _retold("memory", "add", "--db", db, *SCOPE, "--json", "-", stdin=b"hello")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["text"] == "hello"
+    proc = _retold("memory", "add", "--db", db, *SCOPE, "--json", "-", stdin="olá\n".encode())
+    assert json.loads(proc.stdout)["text"] == "olá"
+
+
+def test_add_dash_refuses_non_utf8_stdin(tmp_path: Path) -> None:
+    """Undecodable stdin exits 2 naming `text`, and creates no database."""
+    db = tmp_path / "m.db"
+    proc = _retold("memory", "add", "--db", str(db), *SCOPE, "-", stdin=b"caf\xe9")
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert b"text: standard input is not valid UTF-8" in proc.stderr
+    assert not db.exists()
+
+
+def test_idempotency_key_makes_a_retry_store_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same --idempotency-key returns the first record with created=false; one record stored."""
+    db = str(tmp_path / "m.db")
+    argv = ["memory", "add", "--db", db, *SCOPE, "--idempotency-key", "msg-17", "--json"]
+    code, out, _ = run(capsys, *argv, "Ines lives in Porto.")
+    first = json.loads(out)
+    assert code == 0 and first["created"] is True
+    code, out, err = run(capsys, *argv, "Ines lives in Porto.")
+    again = json.loads(out)
+    assert code == 0 and again["created"] is False and again["id"] == first["id"]
+    assert "nothing written" in err
+    _, out, _ = run(capsys, "memory", "list", "--db", db, *SCOPE, "--json")
+    assert json.loads(out)["count"] == 1
+
+
+def test_same_text_twice_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Adding the same text again without a key stores a second record and says which one it repeats."""
+    db = str(tmp_path / "m.db")
+    _, out, err = run(capsys, "memory", "add", "--db", db, *SCOPE, "--json", "Ines lives in Porto.")
+    first = json.loads(out)
+    assert first["same_text_as"] == [] and err == ""
+    _, out, err = run(capsys, "memory", "add", "--db", db, *SCOPE, "--json", "Ines lives in Porto.")
+    second = json.loads(out)
+    assert second["created"] is True and second["same_text_as"] == [first["id"]]
+    assert f"already stored as {first['id']}" in err and "--idempotency-key" in err
+
+
+def test_list_shows_activation_and_preference_add_says_conditional(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memory list` prints [kind, activation]; adding a preference says it stays conditional."""
+    db = str(tmp_path / "m.db")
+    code, out, err = run(
+        capsys, "memory", "add", "--db", db, *SCOPE, "--kind", "preference", "Be concise."
+    )
+    assert code == 0 and "[preference, conditional] Be concise." in out
+    assert "stored as conditional memory" in err and "ambient" in err
+    _, out, _ = run(capsys, "memory", "list", "--db", db, *SCOPE)
+    assert "[preference, conditional]" in out and "/active" not in out
+    rid = out.split()[0]
+    run(capsys, "memory", "delete", "--db", db, *SCOPE, rid)
+    _, out, _ = run(capsys, "memory", "list", "--db", db, *SCOPE, "--all")
+    assert "[preference, conditional, deleted]" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--query", "sister", "--budget", "0"], "budget"),
+        (["--query", "sister", "--budget", "-5"], "budget"),
+        (["--query", "", "--budget", "512"], "query"),
+        (["--query", "  ", "--budget", "512"], "query"),
+    ],
+    ids=["budget-zero", "budget-negative", "query-empty", "query-blank"],
+)
+def test_search_refuses_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], field: str
+) -> None:
+    """A non-positive budget or an empty query exits 2 naming the field, and leaves the file as it was."""
+    db = tmp_path / "m.db"
+    run(capsys, "memory", "add", "--db", str(db), *SCOPE, "My sister lives in Porto.")
+    before = db.read_bytes()
+    code, out, err = run(capsys, "memory", "search", "--db", str(db), *SCOPE, *args)
+    assert code == 2 and out == ""
+    assert err.startswith(f"retold: error: {field}:") and len(err.splitlines()) == 1
+    assert db.read_bytes() == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,26 @@ def test_reference_host_rejects_bad_switch(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "gap_timeout_ms" in proc.stderr
+
+
+def test_example_script_prints_no_log_lines(tmp_path: Path) -> None:
+    """Run as a script, an example's stdout holds only its own lines: Retold's logs are
+    warnings-only and on stderr, with the host's one logging line from the README."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RETOLD_PROVIDER", "RETOLD_BASE_URL", "RETOLD_MODEL", "RETOLD_API_KEY")
+    }
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "wrap_chat_loop.py"), "--db", str(tmp_path / "m.db")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("bundle: offline-reference")
+    assert lines[-1] == f"memory is in {tmp_path / 'm.db'}"
+    assert not [line for line in lines if "[debug" in line or "[info" in line]
