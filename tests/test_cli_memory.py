@@ -226,3 +226,29 @@ def test_search_refuses_bad_input(
     assert code == 2 and out == ""
     assert err.startswith(f"retold: error: {field}:") and len(err.splitlines()) == 1
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (
+            ["memory", "add", "--db", "{db}", *SCOPE, "--idempotency-key", " ", "x"],
+            "idempotency_key",
+        ),
+        (["profile", "show", "--db", "{db}", *SCOPE, "--session", ""], "session"),
+        (["profile", "show", "--db", "{db}", *SCOPE, "--max-records", "-1"], "max_records"),
+        (["profile", "show", "--db", "{db}", *SCOPE, "--token-budget", "-1"], "token_budget"),
+    ],
+    ids=["blank-idempotency-key", "empty-session", "negative-max-records", "negative-token-budget"],
+)
+def test_more_bad_input_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], field: str
+) -> None:
+    """Blank keys and sessions and negative profile bounds exit 2 naming the field; the file is unchanged."""
+    db = tmp_path / "m.db"
+    run(capsys, "memory", "add", "--db", str(db), *SCOPE, "x")
+    before = db.read_bytes()
+    code, out, err = run(capsys, *[a.replace("{db}", str(db)) for a in argv])
+    assert code == 2 and out == ""
+    assert err.startswith(f"retold: error: {field}: ")
+    assert db.read_bytes() == before

@@ -96,6 +96,8 @@ def _add(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             payload[field] = value
+    if args.idempotency_key is not None and not args.idempotency_key.strip():
+        raise InvalidInputError("idempotency_key", "must not be empty")
     draft = draft_from(payload)  # validated before the database is opened: bad input writes nothing
     with open_store(args) as store:
         # The principal's records before the write: to tell a retried key from a new record,

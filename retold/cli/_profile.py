@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .._errors import InvalidInputError
 from .._profile import ProfileAssembler
 from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
 
@@ -31,18 +32,25 @@ def register(sub: Any) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     scope = scope_of(args)
+    if args.session is not None and not args.session.strip():
+        raise InvalidInputError(
+            "session", "must not be empty (leave --session out for a fresh profile)"
+        )
+    for field in ("max_records", "token_budget"):
+        if getattr(args, field) < 0:
+            raise InvalidInputError(field, f"must be >= 0, not {getattr(args, field)}")
     with open_store(args, must_exist=True) as store:
         assembler = ProfileAssembler(
             store, max_records=args.max_records, token_budget=args.token_budget
         )
-        block = assembler.snapshot(scope, args.session) if args.session else None
+        block = assembler.snapshot(scope, args.session) if args.session is not None else None
         snapshot = block is not None
         if block is None:
             block = assembler.build(scope)
     if args.json:
         emit({**block.model_dump(mode="json"), "snapshot": snapshot})
         return 0
-    if args.session and not snapshot:
+    if args.session is not None and not snapshot:
         print(f"# no snapshot for session {args.session}; showing a fresh assembly")
     print(block.text if block.text else "# (empty profile)")
     print(
