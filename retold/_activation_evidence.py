@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._activation_rules import _about_principal, _is_principal_turn, find_supporting_claim
 from ._activation_schema import (
+    _ACTIVATABLE_KINDS,
     _DIRECT_EPISTEMIC,
     _FALLBACK_TURNS,
     EV_EVIDENCE_REVOKED,
@@ -99,6 +100,8 @@ def check_eligibility(store: SQLiteStore, scope: Principal, record: Record) -> l
     reasons: list[str] = []
     if record.kind not in SEMANTIC_KINDS:
         reasons.append("not_semantic")
+    elif record.kind not in _ACTIVATABLE_KINDS:
+        reasons.append("not_activatable_kind")
     if not _about_principal(record, scope):
         reasons.append("not_about_principal")
     if record.source_type is not SourceType.USER_STATED:

@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import Literal
 
 from ._errors import UsageError
-from ._records import EpistemicState
+from ._records import EpistemicState, RecordKind
 from ._store import SQLiteStore
 
 __all__ = [
@@ -30,6 +30,10 @@ EV_REVIEWED = "record.activation_reviewed"
 EV_CHANGED = "record.activation_changed"
 
 _DIRECT_EPISTEMIC = frozenset({EpistemicState.ASSERTED, EpistemicState.OBSERVED})
+# The kinds that can carry a standing response preference of the principal: a preference,
+# or a fact an extractor used for one. A relationship (another person, how they relate to
+# the principal) never can, so it is ineligible before any classifier is called.
+_ACTIVATABLE_KINDS = frozenset({RecordKind.FACT, RecordKind.PREFERENCE})
 _FALLBACK_TURNS = 200
 
 _ACTIVATION_MIGRATIONS: tuple[str, ...] = (

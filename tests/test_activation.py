@@ -234,6 +234,9 @@ def _deleted(store: SQLiteStore, alice: Principal) -> Record:
 
 INELIGIBLE = {
     "not_semantic": lambda s, a: remember(s, a, "Prefers concise answers", kind=RecordKind.EVENT),
+    "not_activatable_kind": lambda s, a: remember(
+        s, a, "Prefers concise answers", kind=RecordKind.RELATIONSHIP
+    ),
     "not_about_principal": lambda s, a: remember(s, a, "Prefers concise answers", speaker="sis"),
     "not_user_stated": lambda s, a: remember(
         s, a, "Prefers concise answers", source_type=SourceType.ASSISTANT

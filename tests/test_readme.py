@@ -162,14 +162,20 @@ def _scripted_model(request: RecordedRequest) -> Any:
     if "records" in props:
         records = []
         if "Always answer me concisely." in everything:
-            records.append(
+            records += [
                 {
                     "kind": "preference",
                     "text": "Always answer me concisely.",
                     "evidence_turns": [0],
                     "confidence": 0.9,
-                }
-            )
+                },
+                {
+                    "kind": "relationship",
+                    "text": "My sister Ines lives in Porto.",
+                    "evidence_turns": [0],
+                    "confidence": 0.9,
+                },
+            ]
         return openai_chat(json.dumps({"records": records}))(request)
     return openai_chat(f"model says: {body['messages'][-1]['content']}")(request)
 
@@ -209,8 +215,9 @@ def _kind(request: RecordedRequest) -> str:
 def test_model_calls_and_shadow_mode_as_the_readme_states(
     tmp_path: Path, loopback: LoopbackServer
 ) -> None:
-    """Reference bundle: 1 call while there is no memory, then 2 a turn, +1 admission with candidates, +1 regeneration live,
-    1 at budget 0, 1 extraction + 1 classification at session end; shadow sends the ambient
+    """Reference bundle: 1 call while there is no memory, then 2 a turn, +1 admission with
+    candidates, +1 regeneration live, 1 at budget 0, 1 extraction + 1 classification (not
+    for the relationship) at session end; shadow sends the ambient
     profile and offers memory_search, but never puts conditional memory in a chat call."""
     from retold.adapters import MemoryChat, OpenAIChatAdapter
     from retold.policy.reference import get_bundle
@@ -236,7 +243,9 @@ def test_model_calls_and_shadow_mode_as_the_readme_states(
                     store=store, bundle=bundle, model=model, require_fitness=False
                 )
                 n = len(requests())
-                await shadow.turn(alice, "s1", "Always answer me concisely.")
+                await shadow.turn(
+                    alice, "s1", "Always answer me concisely. My sister Ines lives in Porto."
+                )
                 seen["first turn"] = since(n)
                 store.add(alice, draft_from({"text": "I live in Porto.", "kind": "fact"}))
                 n = len(requests())
@@ -266,6 +275,7 @@ def test_model_calls_and_shadow_mode_as_the_readme_states(
     seen = anyio.run(scenario)
     assert seen["first turn"] == ["chat"]  # no conditional memory yet: nothing to plan for
     assert sorted(seen["plain turn"]) == ["chat", "planner"]  # no candidates: no admission
+    # Two records extracted; only the preference can become ambient, so one classification.
     assert sorted(seen["session end"]) == ["classifier", "extractor"]
     assert sorted(seen["shadow turn"]) == ["chat", "judge", "planner"]
     assert sorted(seen["live turn"]) == ["chat", "chat", "judge", "planner"]
