@@ -120,5 +120,5 @@ def test_memory_search_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     report = run_json([*base, "--json", "--format", "auditable"], capsys)
     assert report["format"] == "auditable" and len(report["record_ids"]) == 1  # type: ignore[arg-type]
     assert report["tokens_used"] <= 200  # type: ignore[operator]
-    assert main([*base[:-1], "0"]) == 0
-    assert "BUDGET_ERROR" in capsys.readouterr().err
+    assert main([*base[:-1], "0"]) == 2  # bad input: a budget must be positive
+    assert capsys.readouterr().err.startswith("retold: error: budget:")
