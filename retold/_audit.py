@@ -366,6 +366,15 @@ class DecisionWriter:
     # -- the writer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._cond:  # whatever ended the loop, the next submit starts a new thread
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                self._cond.notify_all()
+
+    def _loop(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self._cond:
