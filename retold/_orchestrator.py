@@ -288,9 +288,9 @@ def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
     params: list[Any] = []
     for kind in kinds:
         params += [scope.tenant, scope.principal, kind, now]
-    row = store.query(
-        "SELECT " + ", ".join(f"{probe} AS k{i}" for i in range(len(kinds))), params
-    )[0]
+    row = store.query("SELECT " + ", ".join(f"{probe} AS k{i}" for i in range(len(kinds))), params)[
+        0
+    ]
     found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(kinds) if row[f"k{i}"]}
     return [c.value for c in GapCategory if c in found]
 
@@ -479,6 +479,11 @@ def _too_many(raw: Any, field: str, limit: int) -> str | None:
     if isinstance(value, Sized) and not isinstance(value, str | bytes) and len(value) > limit:
         return f"{field}: {len(value)} items, at most {limit}"
     return None
+
+
+def _busy_s(store: Any) -> float:
+    """The longest a wait for the decision writer may take: the store's lock wait, plus slack."""
+    return float(getattr(store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
 
 
 def _sha256(text: str | None) -> str | None:
@@ -847,7 +852,7 @@ class UtilityAwareOrchestrator:
         if writer.pending(key):
             # Only when a conversation's turns follow each other faster than the database
             # accepts writes (a lock held elsewhere); bounded by the store's busy timeout.
-            limit = self.store._busy_ms / 1000 + 5.0
+            limit = _busy_s(self.store)
             landed = await anyio.to_thread.run_sync(
                 writer.wait_session, key, limit, abandon_on_cancel=True
             )
@@ -1422,7 +1427,7 @@ class UtilityAwareOrchestrator:
         """
         if self.audit.submit(decision) is not None:
             return
-        limit = self.store._busy_ms / 1000 + 5.0
+        limit = _busy_s(self.store)
         waited = 0.0
         while waited < limit:
             if await anyio.to_thread.run_sync(
