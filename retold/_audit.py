@@ -366,6 +366,15 @@ class DecisionWriter:
     # -- the writer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._cond:  # whatever ended the loop, the next submit starts a new thread
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                self._cond.notify_all()
+
+    def _loop(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self._cond:
@@ -545,8 +554,11 @@ class AuditLog:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         store.ensure_schema("audit", _AUDIT_MIGRATIONS)
-        self.writer: DecisionWriter = store.shared(
-            "retold.audit.decision_writer", lambda: DecisionWriter(store)
+        shared = getattr(store, "shared", None)
+        self.writer: DecisionWriter = (
+            shared("retold.audit.decision_writer", lambda: DecisionWriter(store))
+            if shared is not None
+            else DecisionWriter(store)
         )
 
     # -- writes -------------------------------------------------------------------------
@@ -596,7 +608,7 @@ class AuditLog:
         search_id = "s" + uuid.uuid4().hex
         # The session's decisions handed over earlier are written first, so search_log
         # keeps the session's order.
-        limit = self.store._busy_ms / 1000 + 5.0
+        limit = float(getattr(self.store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
         self.writer.wait_session((scope.tenant, scope.principal, session_id), limit)
         with self.store.write() as w:
             w.insert(

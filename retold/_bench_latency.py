@@ -43,6 +43,7 @@ import asyncio
 import importlib.util
 import json
 import multiprocessing
+import os
 import random
 import sqlite3
 import tempfile
@@ -207,12 +208,16 @@ class _TimedPolicy:
 
 
 def _hold_locks(path: str, seed: int, stop: Any, started: Any, holds: Any) -> None:
-    """The contention process: hold the write lock for 50-500 ms, release for 5-50 ms."""
+    """The contention process: hold the write lock for 50-500 ms, release for 5-50 ms.
+
+    It ends when told to, or when the bench that started it is gone (never an orphan).
+    """
+    parent = os.getppid()
     rng = random.Random(seed)
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
     conn.execute("PRAGMA busy_timeout = 60000")
     conn.execute("CREATE TABLE IF NOT EXISTS bench_contention (id INTEGER PRIMARY KEY, at REAL)")
-    while not stop.is_set():
+    while not stop.is_set() and os.getppid() == parent:
         conn.execute("BEGIN IMMEDIATE")
         with holds.get_lock():
             holds.value += 1

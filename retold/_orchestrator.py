@@ -254,21 +254,44 @@ _KIND_TO_CATEGORY: Mapping[str, GapCategory] = {
 }
 
 
+#: An index that answers "does the principal hold a live conditional record of kind K?"
+#: after reading one entry, so the inventory costs the same for 100 or 100,000 records.
+_INVENTORY_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE INDEX IF NOT EXISTS inventory_kinds
+        ON records (tenant, principal, kind, lifecycle, activation);
+    """,
+)
+
+
+def ensure_inventory_index(store: SQLiteStore) -> None:
+    """Create the index :func:`store_inventory` reads (idempotent)."""
+    store.ensure_schema("inventory", _INVENTORY_MIGRATIONS)
+
+
 def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
     """The default inventory: gap categories the principal's live conditional records cover.
 
-    Content-free: it reads only the distinct record kinds (never text) and maps them to gap
+    Content-free: it reads only which record kinds exist (never text) and maps them to gap
     categories (preference -> preference; decision, summary -> prior_decision; fact ->
     constraint; relationship, event, message -> relationship_or_event; task, procedure ->
-    task_state). Returned in :class:`GapCategory` order.
+    task_state). Returned in :class:`GapCategory` order. One ``EXISTS`` probe per kind on
+    the ``inventory_kinds`` index, so it does not grow with the principal's record count.
     """
-    rows = store.query(
-        "SELECT DISTINCT kind FROM records WHERE tenant = ? AND principal = ? "
-        "AND lifecycle = 'active' AND superseded_by IS NULL AND activation = 'conditional' "
-        "AND (expires_at IS NULL OR expires_at > ?)",
-        [scope.tenant, scope.principal, iso(store.clock())],
+    kinds = list(_KIND_TO_CATEGORY)
+    now = iso(store.clock())
+    probe = (
+        "EXISTS (SELECT 1 FROM records WHERE tenant = ? AND principal = ? AND kind = ? "
+        "AND lifecycle = 'active' AND activation = 'conditional' AND superseded_by IS NULL "
+        "AND (expires_at IS NULL OR expires_at > ?))"
     )
-    found = {_KIND_TO_CATEGORY.get(str(row["kind"])) for row in rows}
+    params: list[Any] = []
+    for kind in kinds:
+        params += [scope.tenant, scope.principal, kind, now]
+    row = store.query("SELECT " + ", ".join(f"{probe} AS k{i}" for i in range(len(kinds))), params)[
+        0
+    ]
+    found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(kinds) if row[f"k{i}"]}
     return [c.value for c in GapCategory if c in found]
 
 
@@ -456,6 +479,11 @@ def _too_many(raw: Any, field: str, limit: int) -> str | None:
     if isinstance(value, Sized) and not isinstance(value, str | bytes) and len(value) > limit:
         return f"{field}: {len(value)} items, at most {limit}"
     return None
+
+
+def _busy_s(store: Any) -> float:
+    """The longest a wait for the decision writer may take: the store's lock wait, plus slack."""
+    return float(getattr(store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
 
 
 def _sha256(text: str | None) -> str | None:
@@ -663,6 +691,8 @@ class UtilityAwareOrchestrator:
         self.admission_policy = admission_policy if cfg.admission_enabled else None
         self._clock = clock
         self._inventory_fn: InventoryFn = inventory_fn or store_inventory
+        if self._inventory_fn is store_inventory and self.gap_policy is not None:
+            ensure_inventory_index(store)
         self.serving_model = serving_model
         self.bundle = check_bundle(cfg, retrieval_config=retrieval_config)
         if require_fitness and not cfg.shadow and self.bundle.bundle_sha256 is not None:
@@ -822,7 +852,7 @@ class UtilityAwareOrchestrator:
         if writer.pending(key):
             # Only when a conversation's turns follow each other faster than the database
             # accepts writes (a lock held elsewhere); bounded by the store's busy timeout.
-            limit = self.store._busy_ms / 1000 + 5.0
+            limit = _busy_s(self.store)
             landed = await anyio.to_thread.run_sync(
                 writer.wait_session, key, limit, abandon_on_cancel=True
             )
@@ -1397,7 +1427,7 @@ class UtilityAwareOrchestrator:
         """
         if self.audit.submit(decision) is not None:
             return
-        limit = self.store._busy_ms / 1000 + 5.0
+        limit = _busy_s(self.store)
         waited = 0.0
         while waited < limit:
             if await anyio.to_thread.run_sync(

@@ -514,6 +514,11 @@ class SQLiteStore:
     def clock(self) -> Clock:
         return self._clock
 
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long a write waits for another connection's lock (outside any deadline)."""
+        return self._busy_ms
+
     def close(self) -> None:
         """Close the components attached with :meth:`shared` (the audit writer flushes its
         queue), then the connections. A component's failure is raised after everything is

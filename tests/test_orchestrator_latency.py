@@ -428,3 +428,19 @@ async def test_a_sessions_next_turn_waits_for_its_previous_row(
     assert len(second.requests) == 1
     await orch.flush()
     assert [r["turn_index"] for r in AuditLog(file_store).decision_rows()] == [0, 1]
+
+
+def test_the_default_inventory_probes_an_index(store: SQLiteStore, alice: Principal) -> None:
+    """The inventory reads one index entry per kind, not every record of the principal."""
+    from retold._orchestrator import ensure_inventory_index, store_inventory
+
+    store.add(alice, RecordDraft(text="Alice prefers vim", kind="preference"))
+    store.add(alice, RecordDraft(text="Alice moved to Lisbon", kind="event"))
+    ensure_inventory_index(store)
+    assert store_inventory(store, alice) == ["preference", "relationship_or_event"]
+    plan = store.query(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM records WHERE tenant = ? AND principal = ? "
+        "AND kind = ? AND lifecycle = 'active' AND activation = 'conditional'",
+        ["acme", "alice", "fact"],
+    )
+    assert any("inventory_kinds" in str(row["detail"]) for row in plan)
