@@ -383,14 +383,40 @@ def test_small_set_runs_both_runs_and_every_gate(tmp_path: Path) -> None:
         assert d.labels_stored == d.improved + d.worse + d.equivalent
 
 
+def _persona_subset(tmp_path: Path, expanded: bool) -> Path:
+    """Four non-safety cases of one dev persona, as persona references or self-contained."""
+    dev = ROOT / "dev"
+    persona = _fitness.load_personas(dev)["ines"]
+    lines = [json.loads(x) for x in (dev / "ines.jsonl").read_text(encoding="utf-8").splitlines()]
+    picked = [x for x in lines if x["label"] != "safety"][::8]
+    out = tmp_path / ("expanded" if expanded else "persona")
+    (out / "personas").mkdir(parents=True)
+    (out / "personas" / "ines.json").write_text(persona.model_dump_json(), encoding="utf-8")
+    rows = []
+    for x in picked:
+        if expanded:
+            history = [s.model_dump(mode="json") for s in persona.history]
+            x = {k: v for k, v in x.items() if k != "persona"}
+            x.update(user=persona.user, history=history + x.get("history", []))
+        rows.append(json.dumps(x, ensure_ascii=False))
+    (out / "ines.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return out
+
+
 def test_same_verdict_and_values_twice(tmp_path: Path) -> None:
-    """Two runs over the same set give the same verdict, gate values and hashes."""
-    directory = _small_set(tmp_path)
+    """Two runs over the same persona set give the same verdict, gate values and hashes, and
+    replaying the persona once per run gives what replaying it in full for every case gives."""
+    directory = _persona_subset(tmp_path, expanded=False)
     first, second = _run(directory), _run(directory)
     assert first.verdict == second.verdict
     assert first.gates == second.gates
     assert first.runs == second.runs
     assert first.scenario_set_sha256 == second.scenario_set_sha256
+    full = _run(_persona_subset(tmp_path, expanded=True))
+    assert [g.runs for g in full.gates] == [g.runs for g in first.gates]
+    for run in _fitness.RUNS:
+        assert full.runs[run].misses == first.runs[run].misses
+        assert full.runs[run].dispositions == first.runs[run].dispositions
 
 
 def test_scenario_hash_ignores_whitespace_and_sees_content(tmp_path: Path) -> None:

@@ -383,7 +383,7 @@ def test_keywords_appear_where_they_must(
     rows: list[Row], personas: dict[str, dict[str, Persona]]
 ) -> None:
     """Answer keywords are in the reference answer; preference keywords in the preference turn
-    (and an ambient case in dev/test names at least one)."""
+    (and every ambient case names at least one)."""
     for split, _, _, sc in rows:
         answer = sc.reference_answer.casefold()
         for kw in sc.expected.answer_keywords or []:
@@ -394,7 +394,7 @@ def test_keywords_appear_where_they_must(
             text = _turn(_history(sc, split, personas), ref).text.casefold()
             for kw in pkws:
                 assert kw.casefold() in text, f"{sc.id}: {kw!r} not in the preference turn"
-        if split != "legacy" and sc.expected.expected_activation == "ambient":
+        if sc.expected.expected_activation == "ambient":
             assert pkws, f"{sc.id}: an ambient case names its preference_keywords"
 
 
