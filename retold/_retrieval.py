@@ -31,10 +31,11 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
-from ._records import Candidate, LifecycleState, Principal, Record, RecordKind
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
+from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
+from ._vectors import DEFAULT_PROBE, dense_search, ensure_vector_schema, ensure_vectors
 
 __all__ = [
     "BudgetedList",
@@ -76,6 +77,7 @@ _CURRENT_STATE_KINDS = frozenset(
         RecordKind.TASK,
     }
 )
+_CURRENT_STATE_KIND_VALUES = frozenset(k.value for k in _CURRENT_STATE_KINDS)
 
 
 class RetrievalConfig(BaseModel):
@@ -92,6 +94,12 @@ class RetrievalConfig(BaseModel):
         default=True, description="Run the dense stage (only when an embedder is given)."
     )
     dense_limit: int = Field(default=300, ge=1, description="Rows the dense stage keeps.")
+    dense_probe: int = Field(
+        default=DEFAULT_PROBE,
+        ge=1,
+        description="Vectors the dense stage reads per query: the nearest index cells until "
+        "this many (exact below twice this many vectors in the scope).",
+    )
     entity: bool = Field(default=True, description="Run the entity-name stage.")
     entity_limit: int = Field(default=300, ge=1, description="Rows the entity stage keeps.")
     entity_max_share: float = Field(
@@ -100,14 +108,21 @@ class RetrievalConfig(BaseModel):
         le=1.0,
         description="Ignore entities found in more than this share of the scope's records.",
     )
-    fusion: Literal["rrf", "weighted"] = Field(
+    fusion: Literal["rrf", "weighted", "rrf_score"] = Field(
         default="rrf",
-        description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * max-normalised score.",
+        description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * "
+        "max-normalised score; rrf_score: each rrf term scaled by (1 + score/top score) / 2, so "
+        "a stage's rank counts more when its raw score is close to that stage's best.",
     )
     rrf_k: int = Field(default=60, ge=1, description="Rank offset of reciprocal rank fusion.")
     lexical_weight: float = Field(default=1.0, ge=0.0, description="Weight of the lexical stage.")
     dense_weight: float = Field(default=1.0, ge=0.0, description="Weight of the dense stage.")
     entity_weight: float = Field(default=0.5, ge=0.0, description="Weight of the entity stage.")
+    entity_skip_speakers: bool = Field(
+        default=True,
+        description="Leave the scope's speaker names out of the entity stage (the speaker "
+        "boost covers them; as entities they match most of a conversation).",
+    )
     speaker_boost: float = Field(
         default=0.15,
         ge=0.0,
@@ -282,6 +297,20 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
             WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
     END;
     """,
+    # Vectors moved to the IVF-indexed ``vectors`` table (retold._vectors); the old table is
+    # a rebuildable cache, so it is dropped, and the purge trigger keeps the entity part.
+    """
+    DROP TRIGGER retrieval_purge_deleted;
+    CREATE TRIGGER retrieval_purge_deleted AFTER UPDATE OF lifecycle ON records
+    WHEN NEW.lifecycle = 'deleted'
+    BEGIN
+        DELETE FROM retrieval_entities
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+    END;
+    DROP TABLE retrieval_vectors;
+    CREATE INDEX IF NOT EXISTS retrieval_records_speaker
+        ON records (tenant, principal, speaker);
+    """,
 )
 
 
@@ -338,13 +367,23 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
 
 @dataclass
 class _Hit:
-    record: Record
-    rowid: int
+    """One candidate while ranking: the plain store row, never a pydantic model."""
+
+    row: dict[str, Any]
     stage_scores: dict[str, float] = field(default_factory=dict)
     stage_ranks: dict[str, int] = field(default_factory=dict)
     score: float = 0.0
     paths: set[str] = field(default_factory=set)
     folded: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.row["id"])
+
+    @property
+    def when(self) -> str:
+        """Event time (else creation time) as canonical ISO text: sorts as time does."""
+        return str(self.row["event_time"] or self.row["created_at"])
 
 
 class RetrievalResult(BaseModel):
@@ -371,6 +410,9 @@ class RetrievalResult(BaseModel):
 class HybridRetriever:
     """The default :class:`~retold.Retriever`: lexical + dense + entity stages, fused.
 
+    Ranking works on plain rows (ids and scores, then the union's columns as dicts);
+    :class:`~retold.Record` models are built only for the returned top ``limit``.
+
     Args:
         store: the SQLite store to search.
         config: stage switches and weights.
@@ -391,6 +433,7 @@ class HybridRetriever:
         self.embedder = embedder
         self.reranker = reranker
         ensure_retrieval_schema(store)
+        ensure_vector_schema(store)
 
     async def retrieve(
         self,
@@ -412,7 +455,11 @@ class HybridRetriever:
         context: str | None = None,
         limit: int = 300,
     ) -> RetrievalResult:
-        """Run every enabled stage and return up to ``limit`` fused candidates."""
+        """Run every enabled stage and return up to ``limit`` fused candidates.
+
+        ``context`` (the raw user turn, when the query is a planner's gap query) is not
+        searched: the query alone says what is missing.
+        """
         if limit <= 0:
             return RetrievalResult()
         cfg = self.config
@@ -422,23 +469,12 @@ class HybridRetriever:
         query_vector: list[float] | None = None
         stale: tuple[str, ...] = ()
         if cfg.dense and self.embedder is not None:
-            from ._embedding import ensure_vectors
-
             t0 = time.perf_counter()
             stale = await ensure_vectors(self.store, scope, self.embedder)
             query_vector = (await self.embedder.embed([query]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
-        # Abandoned on cancellation: a search cut short by a deadline returns at once, and
-        # its thread stops at its next statement or deadline check.
         hits, folded = await anyio.to_thread.run_sync(
-            self._candidates_sync,
-            scope,
-            query,
-            now,
-            query_vector,
-            timings,
-            counts,
-            abandon_on_cancel=True,
+            self._candidates_sync, scope, query, now, query_vector, timings, counts
         )
         if cfg.rerank and self.reranker is not None and hits:
             t0 = time.perf_counter()
@@ -446,20 +482,21 @@ class HybridRetriever:
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
             t0 = time.perf_counter()
-            hits = await anyio.to_thread.run_sync(
-                self._expand_sessions, scope, now, hits, limit, abandon_on_cancel=True
-            )
+            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits, limit)
             timings["session"] = (time.perf_counter() - t0) * 1000
         if cfg.backfill and hits and len(hits) < limit:
-            hits = await anyio.to_thread.run_sync(
-                self._backfill, scope, now, hits, limit, abandon_on_cancel=True
-            )
+            hits = await anyio.to_thread.run_sync(self._backfill, scope, now, hits, limit)
         ranked = self._sort(hits)[:limit]
         candidates = tuple(
-            Candidate(record=h.record, score=h.score, paths=tuple(sorted(h.paths)), query=query)
+            Candidate(
+                record=_row_to_record(h.row),
+                score=h.score,
+                paths=tuple(sorted(h.paths)),
+                query=query,
+            )
             for h in ranked
         )
-        kept = {h.record.id for h in ranked}
+        kept = {h.id for h in ranked}
         return RetrievalResult(
             candidates=candidates,
             folded={k: v for k, v in folded.items() if k in kept},
@@ -480,128 +517,166 @@ class HybridRetriever:
         counts: dict[str, int],
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
-        hits: dict[str, _Hit] = {}
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
-        stages: list[tuple[str, float, list[tuple[Record, int, float]]]] = []
+        stages: list[tuple[str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
-            rows = self._lexical(scope, terms, now)
+            ranked = self._lexical(scope, terms, now)
             timings["lexical"] = (time.perf_counter() - t0) * 1000
-            stages.append(("lexical", cfg.lexical_weight, rows))
+            stages.append(("lexical", cfg.lexical_weight, ranked))
         if cfg.entity:
-            check_deadline("the entity stage")
             t0 = time.perf_counter()
-            rows = self._entity(scope, query, now)
+            ranked = self._entity(scope, query, now)
             timings["entity"] = (time.perf_counter() - t0) * 1000
-            stages.append(("entity", cfg.entity_weight, rows))
+            stages.append(("entity", cfg.entity_weight, ranked))
         if query_vector is not None and self.embedder is not None:
-            from ._embedding import dense_search
-
-            check_deadline("the dense stage")
             t0 = time.perf_counter()
-            where, params = _live_filter(cfg, scope, now)
-            rows = dense_search(
+            # Over-fetch: dead records' vectors are dropped by the live filter below.
+            ranked = dense_search(
                 self.store,
                 scope,
                 self.embedder.model_id,
                 query_vector,
-                where,
-                params,
-                cfg.dense_limit,
+                cfg.dense_limit * 2,
+                probe=cfg.dense_probe,
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
-            stages.append(("dense", cfg.dense_weight, rows))
-        check_deadline("fusion")
-        for name, weight, rows in stages:
-            counts[name] = len(rows)
-            top = max((s for _, _, s in rows), default=0.0)
-            for rank, (record, rowid, raw) in enumerate(rows, start=1):
-                hit = hits.get(record.id)
+            stages.append(("dense", cfg.dense_weight, ranked))
+        t0 = time.perf_counter()
+        union = sorted({rid for _, _, ranked in stages for rid, _ in ranked})
+        rows = self._rows(scope, now, union)
+        timings["rows"] = (time.perf_counter() - t0) * 1000
+        hits: dict[str, _Hit] = {}
+        for name, weight, ranked in stages:
+            live = [(rid, s) for rid, s in ranked if rid in rows]
+            if name == "dense":
+                live = live[: cfg.dense_limit]
+            counts[name] = len(live)
+            top = max((s for _, s in live), default=0.0)
+            for rank, (rid, raw) in enumerate(live, start=1):
+                hit = hits.get(rid)
                 if hit is None:
-                    hit = hits[record.id] = _Hit(record=record, rowid=rowid)
+                    hit = hits[rid] = _Hit(row=rows[rid])
                 hit.paths.add(name)
                 hit.stage_ranks[name] = rank
                 hit.stage_scores[name] = raw
+                rrf = weight / (cfg.rrf_k + rank)
+                norm = weight * (raw / top if top > 0 else 0.0)
                 if cfg.fusion == "rrf":
-                    hit.score += weight / (cfg.rrf_k + rank)
-                else:
-                    hit.score += weight * (raw / top if top > 0 else 0.0)
+                    hit.score += rrf
+                elif cfg.fusion == "weighted":
+                    hit.score += norm
+                else:  # "rrf_score": rank fusion, scaled by how close the raw score is to the top
+                    hit.score += rrf * (0.5 + 0.5 * (raw / top if top > 0 else 0.0))
         self._boost(list(hits.values()), query)
-        ranked = self._sort(list(hits.values()))
+        ranked_hits = self._sort(list(hits.values()))
         folded: dict[str, tuple[str, ...]] = {}
         if cfg.dedup:
-            ranked = self._dedup(ranked)
-            folded = {h.record.id: tuple(h.folded) for h in ranked if h.folded}
-        return ranked, folded
+            ranked_hits = self._dedup(ranked_hits)
+            folded = {h.id: tuple(h.folded) for h in ranked_hits if h.folded}
+        return ranked_hits, folded
+
+    def _rows(
+        self, scope: Principal, now: datetime, ids: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The live rows among ``ids`` (scope and lifecycle filtered in SQL), by id."""
+        if not ids:
+            return {}
+        where, params = _live_filter(self.config, scope, now)
+        out: dict[str, dict[str, Any]] = {}
+        # Chunks stay under SQLite's bound-parameter limit on every build.
+        for at in range(0, len(ids), 900):
+            chunk = ids[at : at + 900]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self.store.query(
+                f"SELECT {_columns('r')} FROM records r WHERE {where} AND r.id IN ({marks})",
+                [*params, *chunk],
+            ):
+                out[row["id"]] = row
+        return out
 
     def _lexical(
         self, scope: Principal, terms: Sequence[str], now: datetime
-    ) -> list[tuple[Record, int, float]]:
+    ) -> list[tuple[str, float]]:
         match = _match_expression(terms)
         if match is None:
             return []
         where, params = _live_filter(self.config, scope, now)
         rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid, -bm25(records_fts) AS score "
+            "SELECT r.id AS id, -bm25(records_fts) AS score "
             "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
             [match, *params, self.config.lexical_limit],
         )
-        return [(_row_to_record(row), int(row["rowid"]), float(row["score"])) for row in rows]
+        return [(row["id"], float(row["score"])) for row in rows]
 
-    def _entity(
-        self, scope: Principal, query: str, now: datetime
-    ) -> list[tuple[Record, int, float]]:
+    def _entity(self, scope: Principal, query: str, now: datetime) -> list[tuple[str, float]]:
         index_entities(self.store, scope)
         names = sorted({w.lower() for w in _WORD.findall(query)} - _STOPWORDS)
         if not names:
             return []
         marks = ", ".join("?" for _ in names)
-        total = self.store.query(
-            "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
-            [scope.tenant, scope.principal],
-        )[0]["n"]
         df_rows = self.store.query(
             "SELECT entity, COUNT(*) AS df FROM retrieval_entities "
             f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY entity",
             [scope.tenant, scope.principal, *names],
         )
+        if not df_rows:
+            return []
+        total = self.store.query(
+            "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
+            [scope.tenant, scope.principal],
+        )[0]["n"]
+        # Names the conversation's speakers carry are in nearly every turn's frame: they
+        # say who talks, not what about, so the speaker stage (boost) handles them instead.
+        speakers = self._speakers(scope)
         cap = max(1.0, self.config.entity_max_share * max(1, total))
-        idf = {r["entity"]: math.log(1 + total / r["df"]) for r in df_rows if r["df"] <= cap}
+        idf = {
+            r["entity"]: math.log(1 + total / r["df"])
+            for r in df_rows
+            if r["df"] <= cap and r["entity"] not in speakers
+        }
         if not idf:
             return []
         where, params = _live_filter(self.config, scope, now)
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
         rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid, group_concat(e.entity, ' ') AS ents "
+            "SELECT r.id AS id, group_concat(e.entity, ' ') AS ents "
             "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
             f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
             "GROUP BY r.id",
             [scope.tenant, scope.principal, *keep, *params],
         )
-        scored: list[tuple[Record, int, float]] = []
-        for row in rows:
-            weight = sum(idf[e] for e in row.pop("ents").split())
-            scored.append((_row_to_record(row), int(row["rowid"]), weight))
-        scored.sort(key=lambda t: (-t[2], t[0].id))
+        scored = [(row["id"], sum(idf[e] for e in row["ents"].split())) for row in rows]
+        scored.sort(key=lambda t: (-t[1], t[0]))
         return scored[: self.config.entity_limit]
+
+    def _speakers(self, scope: Principal) -> set[str]:
+        if not self.config.entity_skip_speakers:
+            return set()
+        rows = self.store.query(
+            "SELECT DISTINCT speaker FROM records INDEXED BY retrieval_records_speaker "
+            "WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
+            [scope.tenant, scope.principal],
+        )
+        return {w.lower() for r in rows for w in _WORD.findall(r["speaker"])}
 
     def _boost(self, hits: list[_Hit], query: str) -> None:
         cfg = self.config
         words = {w.lower() for w in _WORD.findall(query)}
         if cfg.speaker_boost > 0:
             for h in hits:
-                speaker = h.record.speaker
+                speaker = h.row["speaker"]
                 if speaker and any(p.lower() in words for p in _WORD.findall(speaker)):
                     h.score *= 1 + cfg.speaker_boost
         if cfg.recency_boost > 0:
-            current = [h for h in hits if h.record.kind in _CURRENT_STATE_KINDS]
+            current = [h for h in hits if h.row["kind"] in _CURRENT_STATE_KIND_VALUES]
             if current:
-                newest = max(_when(h.record) for h in current)
+                newest = datetime.fromisoformat(max(h.when for h in current))
                 for h in current:
-                    age_days = (newest - _when(h.record)).total_seconds() / 86400
-                    decay = 0.5 ** (age_days / cfg.recency_half_life_days)
+                    age = (newest - datetime.fromisoformat(h.when)).total_seconds() / 86400
+                    decay = 0.5 ** (age / cfg.recency_half_life_days)
                     h.score *= 1 + cfg.recency_boost * decay
 
     def _dedup(self, ranked: list[_Hit]) -> list[_Hit]:
@@ -609,7 +684,8 @@ class HybridRetriever:
 
         Each hit is compared only with kept hits that share a shingle (an inverted index),
         so the cost grows with the overlap, not with the square of the candidate count.
-        The earliest kept match wins, as in rank order.
+        The earliest kept match wins, as in rank order. Only records whose frame (speaker,
+        day, state, tags) is the same fold, so a fold never loses who said it or when.
         """
         kept: list[_Hit] = []
         exact: dict[str, _Hit] = {}
@@ -617,9 +693,10 @@ class HybridRetriever:
         postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
         for hit in ranked:
-            key = _normalised(hit.record.text)
+            text = hit.row["text"]
+            key = _normalised(text)
             into = exact.get(key)
-            mine = _shingles(hit.record.text) if threshold < 1.0 else frozenset()
+            mine = _shingles(text) if threshold < 1.0 else frozenset()
             if into is None and mine:
                 overlap: Counter[int] = Counter()
                 for shingle in mine:
@@ -633,8 +710,8 @@ class HybridRetriever:
                     if union and overlap[j] / union >= threshold:
                         into = other
                         break
-            if into is not None and _same_frame(into.record, hit.record):
-                into.folded.append(hit.record.id)
+            if into is not None and _same_frame(into.row, hit.row):
+                into.folded.append(hit.id)
                 into.paths |= hit.paths
                 continue
             exact.setdefault(key, hit)
@@ -649,7 +726,7 @@ class HybridRetriever:
         assert self.reranker is not None
         n = self.config.rerank_top_n
         head, tail = hits[:n], hits[n:]
-        scores = await self.reranker.rerank(query, [h.record.text for h in head])
+        scores = await self.reranker.rerank(query, [h.row["text"] for h in head])
         if len(scores) != len(head):
             raise UsageError(
                 f"reranker {self.reranker.model_id!r} returned {len(scores)} scores "
@@ -657,7 +734,7 @@ class HybridRetriever:
             )
         # Reranked items keep the fused score scale: they take the head's scores in new order.
         fused = sorted((h.score for h in head), reverse=True)
-        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].record.id))
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].id))
         for slot, i in enumerate(order):
             head[i].score = fused[slot]
             head[i].paths.add("rerank")
@@ -669,32 +746,38 @@ class HybridRetriever:
         """Add the turns around the top results, scored trigger * decay**distance.
 
         A turn another stage found keeps its own score and gains the ``session`` path.
+        Ambient records are never added as neighbours: the session's ambient profile
+        already carries them, and a neighbour is only a guess at relevance.
         Sessions are read in one query, so the cost does not grow with the trigger count.
         Only neighbours that can still reach the top ``limit`` are read in full: one scoring
         below the ``limit``-th best score can never be returned, and when there are at least
         ``limit`` hits either way no backfill runs, so the result is unchanged.
         """
         cfg = self.config
-        by_id = {h.record.id: h for h in hits}
-        triggers = [h for h in hits[: cfg.session_top_k] if h.record.session_id is not None]
-        sessions = sorted({h.record.session_id for h in triggers if h.record.session_id})
+        by_id = {h.id: h for h in hits}
+        triggers = [h for h in hits[: cfg.session_top_k] if h.row["session_id"] is not None]
+        sessions = sorted({h.row["session_id"] for h in triggers})
         if not sessions:
             return hits
         where, params = _live_filter(cfg, scope, now)
         marks = ", ".join("?" for _ in sessions)
         rows = self.store.query(
-            f"SELECT r.id AS id, r.rowid AS rowid, r.session_id AS session_id FROM records r "
-            f"WHERE {where} AND r.session_id IN ({marks}) ORDER BY r.session_id, r.rowid",
+            f"SELECT r.id AS id, r.session_id AS session_id, r.activation AS activation "
+            f"FROM records r WHERE {where} AND r.session_id IN ({marks}) "
+            "ORDER BY r.session_id, r.rowid",
             [*params, *sessions],
         )
         order: dict[str, list[str]] = {}
+        ambient: set[str] = set()
         for row in rows:
             order.setdefault(row["session_id"], []).append(row["id"])
+            if row["activation"] == Activation.AMBIENT.value:
+                ambient.add(row["id"])
         position = {rid: i for ids in order.values() for i, rid in enumerate(ids)}
         inherited: dict[str, float] = {}
         for trigger in triggers:
-            ids = order.get(trigger.record.session_id or "", [])
-            at = position.get(trigger.record.id)
+            ids = order.get(trigger.row["session_id"], [])
+            at = position.get(trigger.id)
             if at is None:
                 continue
             for d in range(1, cfg.session_window + 1):
@@ -704,68 +787,60 @@ class HybridRetriever:
                         rid = ids[j]
                         if rid in by_id:
                             by_id[rid].paths.add("session")
-                        elif score > inherited.get(rid, 0.0):
+                        elif rid not in ambient and score > inherited.get(rid, 0.0):
                             inherited[rid] = score
         if len(by_id) + len(inherited) > limit:
             scores = sorted([h.score for h in by_id.values()] + list(inherited.values()))
             floor = scores[-limit]
             inherited = {rid: s for rid, s in inherited.items() if s >= floor}
         if inherited:
-            new = sorted(inherited)
-            marks = ", ".join("?" for _ in new)
-            for row in self.store.query(
-                f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r "
-                f"WHERE {where} AND r.id IN ({marks})",
-                [*params, *new],
-            ):
-                hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
-                hit.score = inherited[hit.record.id]
+            for rid, row in sorted(self._rows(scope, now, sorted(inherited)).items()):
+                hit = _Hit(row=row, score=inherited[rid])
                 hit.paths.add("session")
-                by_id[hit.record.id] = hit
+                by_id[rid] = hit
         return list(by_id.values())
 
     def _backfill(
         self, scope: Principal, now: datetime, hits: list[_Hit], limit: int
     ) -> list[_Hit]:
         where, params = _live_filter(self.config, scope, now)
-        have = [h.record.id for h in hits]
         rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r WHERE {where} "
+            f"SELECT {_columns('r')} FROM records r WHERE {where} "
             "ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ?",
             [*params, limit],
         )
-        seen = set(have)
+        seen = {h.id for h in hits}
         out = list(hits)
         for row in rows:
             if len(out) >= limit:
                 break
             if row["id"] in seen:
                 continue
-            hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
+            hit = _Hit(row=row)
             hit.paths.add("backfill")
             out.append(hit)
         return out
 
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:
         if self.config.event_time_tie_break:
-            return sorted(hits, key=lambda h: (-h.score, -_when(h.record).timestamp(), h.record.id))
-        return sorted(hits, key=lambda h: (-h.score, h.record.id))
+            # Newest first on ties: two sorts, as ISO text cannot be negated.
+            by_id = sorted(hits, key=lambda h: h.id)
+            by_time = sorted(by_id, key=lambda h: h.when, reverse=True)
+            return sorted(by_time, key=lambda h: -h.score)
+        return sorted(hits, key=lambda h: (-h.score, h.id))
 
 
-def _when(record: Record) -> datetime:
-    return record.event_time or record.created_at
-
-
-def _same_frame(a: Record, b: Record) -> bool:
+def _same_frame(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Fold only when nothing but the text would be lost: same speaker, date and state."""
     return (
-        a.speaker == b.speaker
-        and _when(a).date() == _when(b).date()
-        and a.lifecycle == b.lifecycle
-        and a.epistemic == b.epistemic
-        and a.tags == b.tags
-        and not a.conflicts_with
-        and not b.conflicts_with
+        a["speaker"] == b["speaker"]
+        and str(a["event_time"] or a["created_at"])[:10]
+        == str(b["event_time"] or b["created_at"])[:10]
+        and a["lifecycle"] == b["lifecycle"]
+        and a["epistemic"] == b["epistemic"]
+        and a["tags"] == b["tags"]
+        and a["conflicts_with"] == "[]"
+        and b["conflicts_with"] == "[]"
     )
 
 

@@ -202,7 +202,7 @@ async def test_dense_stage_and_model_change_is_detected_not_mixed(
     )
     assert result.stale_embedding_models == ("test-hash-v1",)
     assert result.candidates[0].record.id == target
-    models = store.query("SELECT model_id, COUNT(*) AS n FROM retrieval_vectors GROUP BY model_id")
+    models = store.query("SELECT model_id, COUNT(*) AS n FROM vectors GROUP BY model_id")
     assert {r["model_id"]: r["n"] for r in models} == {"test-hash-v1": 2, "test-hash-v2": 2}
 
 
@@ -275,25 +275,16 @@ def test_query_terms_drop_function_words_but_never_empty() -> None:
 def test_delete_purges_entities_and_vectors_in_the_same_write(tmp_path: Path) -> None:
     """Deleting a record removes its entity names and vectors at once, even via the plain store."""
     from retold._retrieval import ensure_retrieval_schema, index_entities
+    from retold._vectors import write_vectors
 
     store = SQLiteStore(tmp_path / "purge.db")
     scope = Principal(tenant="acme", principal="alice")
     ensure_retrieval_schema(store)
     rec = store.add(scope, RecordDraft(text="Dinner with Margarethe Vasquez in Lisbon"))
     index_entities(store, scope)
-    with store.write() as w:
-        w.insert(
-            "retrieval_vectors",
-            {
-                "tenant": "acme",
-                "principal": "alice",
-                "record_id": rec.id,
-                "model_id": "m",
-                "dimensions": 1,
-                "vector": b"\0\0\0\0",
-            },
-        )
+    write_vectors(store, scope, "m", [rec.id], [[1.0, 0.0]])
+    assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [rec.id])
     assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id])
     SQLiteStore(tmp_path / "purge.db").delete(scope, rec.id)  # another connection, no retriever
     assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id]) == []
-    assert store.query("SELECT 1 FROM retrieval_vectors WHERE record_id = ?", [rec.id]) == []
+    assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [rec.id]) == []
