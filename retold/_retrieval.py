@@ -20,6 +20,7 @@ import json
 import math
 import re
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -365,6 +366,12 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
 # -- results ---------------------------------------------------------------------------------
 
 
+# Per store and scope: (entity watermark, record count, speaker name words).
+_SCOPE_STATS: weakref.WeakKeyDictionary[
+    SQLiteStore, dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
+] = weakref.WeakKeyDictionary()
+
+
 @dataclass
 class _Hit:
     """One candidate while ranking: the plain store row, never a pydantic model."""
@@ -474,7 +481,7 @@ class HybridRetriever:
             query_vector = (await self.embedder.embed([query]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
         hits, folded = await anyio.to_thread.run_sync(
-            self._candidates_sync, scope, query, now, query_vector, timings, counts
+            self._candidates_sync, scope, query, now, query_vector, timings, counts, limit
         )
         if cfg.rerank and self.reranker is not None and hits:
             t0 = time.perf_counter()
@@ -515,6 +522,7 @@ class HybridRetriever:
         query_vector: list[float] | None,
         timings: dict[str, float],
         counts: dict[str, int],
+        limit: int,
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
@@ -542,39 +550,83 @@ class HybridRetriever:
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
             stages.append(("dense", cfg.dense_weight, ranked))
-        t0 = time.perf_counter()
-        union = sorted({rid for _, _, ranked in stages for rid, _ in ranked})
-        rows = self._rows(scope, now, union)
-        timings["rows"] = (time.perf_counter() - t0) * 1000
-        hits: dict[str, _Hit] = {}
+        if query_vector is not None and stages and stages[-1][0] == "dense":
+            # Dense ids are not lifecycle-filtered by the index: drop dead ones (ids only).
+            dense_ranked = stages[-1][2]
+            alive = self._alive(scope, now, [rid for rid, _ in dense_ranked])
+            stages[-1] = (
+                "dense",
+                cfg.dense_weight,
+                [(rid, s) for rid, s in dense_ranked if rid in alive][: cfg.dense_limit],
+            )
+        base: dict[str, float] = {}
+        paths: dict[str, set[str]] = {}
         for name, weight, ranked in stages:
-            live = [(rid, s) for rid, s in ranked if rid in rows]
-            if name == "dense":
-                live = live[: cfg.dense_limit]
-            counts[name] = len(live)
-            top = max((s for _, s in live), default=0.0)
-            for rank, (rid, raw) in enumerate(live, start=1):
-                hit = hits.get(rid)
-                if hit is None:
-                    hit = hits[rid] = _Hit(row=rows[rid])
-                hit.paths.add(name)
-                hit.stage_ranks[name] = rank
-                hit.stage_scores[name] = raw
+            counts[name] = len(ranked)
+            top = max((s for _, s in ranked), default=0.0)
+            for rank, (rid, raw) in enumerate(ranked, start=1):
+                paths.setdefault(rid, set()).add(name)
                 rrf = weight / (cfg.rrf_k + rank)
-                norm = weight * (raw / top if top > 0 else 0.0)
+                rel = raw / top if top > 0 else 0.0
                 if cfg.fusion == "rrf":
-                    hit.score += rrf
+                    add = rrf
                 elif cfg.fusion == "weighted":
-                    hit.score += norm
+                    add = weight * rel
                 else:  # "rrf_score": rank fusion, scaled by how close the raw score is to the top
-                    hit.score += rrf * (0.5 + 0.5 * (raw / top if top > 0 else 0.0))
-        self._boost(list(hits.values()), query)
-        ranked_hits = self._sort(list(hits.values()))
-        folded: dict[str, tuple[str, ...]] = {}
-        if cfg.dedup:
-            ranked_hits = self._dedup(ranked_hits)
-            folded = {h.id: tuple(h.folded) for h in ranked_hits if h.folded}
+                    add = rrf * (0.5 + 0.5 * rel)
+                base[rid] = base.get(rid, 0.0) + add
+        # Rows are read only for ids that can still reach the top ``keep``: boosts multiply
+        # a score by at most ``bound``, so an id below (keep-th score) / bound never can.
+        # Folding may remove some, so the cut is lowered until ``keep`` survive.
+        order = sorted(base, key=lambda rid: (-base[rid], rid))
+        keep = max(limit, cfg.rerank_top_n if cfg.rerank and self.reranker is not None else 0)
+        bound = (1 + cfg.speaker_boost) * (1 + cfg.recency_boost)
+        t0 = time.perf_counter()
+        rows: dict[str, dict[str, Any]] = {}
+        fetched, want = 0, keep
+        while True:
+            if want >= len(order):
+                take = len(order)
+            else:
+                floor = base[order[want - 1]] / bound
+                take = want
+                while take < len(order) and base[order[take]] >= floor:
+                    take += 1
+            rows.update(self._rows(scope, now, order[fetched:take]))
+            fetched = take
+            hits = []
+            for rid in order[:fetched]:
+                if rid in rows:
+                    hit = _Hit(row=rows[rid], score=base[rid])
+                    hit.paths |= paths[rid]
+                    hits.append(hit)
+            self._boost(hits, query)
+            ranked_hits = self._sort(hits)
+            folded: dict[str, tuple[str, ...]] = {}
+            if cfg.dedup:
+                ranked_hits = self._dedup(ranked_hits)
+                folded = {h.id: tuple(h.folded) for h in ranked_hits if h.folded}
+            if len(ranked_hits) >= keep or fetched >= len(order):
+                break
+            want += keep
+        timings["rows"] = (time.perf_counter() - t0) * 1000
         return ranked_hits, folded
+
+    def _alive(self, scope: Principal, now: datetime, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` that pass the scope and lifecycle filter."""
+        where, params = _live_filter(self.config, scope, now)
+        out: set[str] = set()
+        for at in range(0, len(ids), 900):
+            chunk = ids[at : at + 900]
+            marks = ", ".join("?" for _ in chunk)
+            out.update(
+                row["id"]
+                for row in self.store.query(
+                    f"SELECT r.id AS id FROM records r WHERE {where} AND r.id IN ({marks})",
+                    [*params, *chunk],
+                )
+            )
+        return out
 
     def _rows(
         self, scope: Principal, now: datetime, ids: Sequence[str]
@@ -623,13 +675,9 @@ class HybridRetriever:
         )
         if not df_rows:
             return []
-        total = self.store.query(
-            "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
-            [scope.tenant, scope.principal],
-        )[0]["n"]
         # Names the conversation's speakers carry are in nearly every turn's frame: they
         # say who talks, not what about, so the speaker stage (boost) handles them instead.
-        speakers = self._speakers(scope)
+        total, speakers = self._scope_stats(scope)
         cap = max(1.0, self.config.entity_max_share * max(1, total))
         idf = {
             r["entity"]: math.log(1 + total / r["df"])
@@ -652,15 +700,39 @@ class HybridRetriever:
         scored.sort(key=lambda t: (-t[1], t[0]))
         return scored[: self.config.entity_limit]
 
-    def _speakers(self, scope: Principal) -> set[str]:
-        if not self.config.entity_skip_speakers:
-            return set()
-        rows = self.store.query(
-            "SELECT DISTINCT speaker FROM records INDEXED BY retrieval_records_speaker "
-            "WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
+    def _scope_stats(self, scope: Principal) -> tuple[int, frozenset[str]]:
+        """(records ever written in scope, lower-cased speaker name words), cached.
+
+        Both change only when a record is written, so they are cached per store and scope
+        under the entity watermark (the last indexed rowid) and recounted when it moves.
+        """
+        mark_rows = self.store.query(
+            "SELECT last_rowid FROM retrieval_watermarks "
+            "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
             [scope.tenant, scope.principal],
         )
-        return {w.lower() for r in rows for w in _WORD.findall(r["speaker"])}
+        mark = int(mark_rows[0]["last_rowid"]) if mark_rows else 0
+        key = (scope.tenant, scope.principal, self.config.entity_skip_speakers)
+        cache = _SCOPE_STATS.setdefault(self.store, {})
+        hit = cache.get(key)
+        if hit is not None and hit[0] == mark:
+            return hit[1], hit[2]
+        total = int(
+            self.store.query(
+                "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
+                [scope.tenant, scope.principal],
+            )[0]["n"]
+        )
+        speakers: frozenset[str] = frozenset()
+        if self.config.entity_skip_speakers:
+            rows = self.store.query(
+                "SELECT DISTINCT speaker FROM records INDEXED BY retrieval_records_speaker "
+                "WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
+                [scope.tenant, scope.principal],
+            )
+            speakers = frozenset(w.lower() for r in rows for w in _WORD.findall(r["speaker"]))
+        cache[key] = (mark, total, speakers)
+        return total, speakers
 
     def _boost(self, hits: list[_Hit], query: str) -> None:
         cfg = self.config

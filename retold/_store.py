@@ -690,6 +690,13 @@ class SQLiteStore:
                     return
         conn.close()
 
+    def query_tuples(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Like :meth:`query`, as plain tuples: for hot read paths (vector and id scans)."""
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
         """Apply the not-yet-applied migrations of ``component``, each in one transaction.
 
