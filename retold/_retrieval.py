@@ -229,8 +229,20 @@ def _normalised(text: str) -> str:
 
 
 def _live_filter(
-    config: RetrievalConfig, scope: Principal, now: datetime, alias: str = "r"
+    config: RetrievalConfig,
+    scope: Principal,
+    now: datetime,
+    alias: str = "r",
+    *,
+    by_id: bool = False,
 ) -> tuple[str, list[Any]]:
+    """The scope and lifecycle filter on ``alias``.
+
+    ``by_id``: the query also looks rows up by id; unary ``+`` keeps these columns off the
+    index choice, so SQLite reads the ids through the id index instead of scanning the scope.
+    """
+    if by_id:
+        alias = "+" + alias
     states = [LifecycleState.ACTIVE.value]
     if config.include_superseded:
         states.append(LifecycleState.SUPERSEDED.value)
@@ -580,7 +592,11 @@ class HybridRetriever:
         # Folding may remove some, so the cut is lowered until ``keep`` survive.
         order = sorted(base, key=lambda rid: (-base[rid], rid))
         keep = max(limit, cfg.rerank_top_n if cfg.rerank and self.reranker is not None else 0)
-        bound = (1 + cfg.speaker_boost) * (1 + cfg.recency_boost)
+        words = {w.lower() for w in _WORD.findall(query)}
+        names = self._scope_stats(scope)[1] if cfg.speaker_boost > 0 else frozenset()
+        # The speaker boost can only apply when the query names a speaker of the scope.
+        speaker = cfg.speaker_boost if words & names or not cfg.entity_skip_speakers else 0.0
+        bound = (1 + speaker) * (1 + cfg.recency_boost)
         t0 = time.perf_counter()
         rows: dict[str, dict[str, Any]] = {}
         fetched, want = 0, keep
@@ -614,15 +630,15 @@ class HybridRetriever:
 
     def _alive(self, scope: Principal, now: datetime, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` that pass the scope and lifecycle filter."""
-        where, params = _live_filter(self.config, scope, now)
+        where, params = _live_filter(self.config, scope, now, by_id=True)
         out: set[str] = set()
         for at in range(0, len(ids), 900):
             chunk = ids[at : at + 900]
             marks = ", ".join("?" for _ in chunk)
             out.update(
-                row["id"]
-                for row in self.store.query(
-                    f"SELECT r.id AS id FROM records r WHERE {where} AND r.id IN ({marks})",
+                row[0]
+                for row in self.store.query_tuples(
+                    f"SELECT r.id FROM records r WHERE {where} AND r.id IN ({marks})",
                     [*params, *chunk],
                 )
             )
@@ -634,7 +650,7 @@ class HybridRetriever:
         """The live rows among ``ids`` (scope and lifecycle filtered in SQL), by id."""
         if not ids:
             return {}
-        where, params = _live_filter(self.config, scope, now)
+        where, params = _live_filter(self.config, scope, now, by_id=True)
         out: dict[str, dict[str, Any]] = {}
         # Chunks stay under SQLite's bound-parameter limit on every build.
         for at in range(0, len(ids), 900):
@@ -654,13 +670,13 @@ class HybridRetriever:
         if match is None:
             return []
         where, params = _live_filter(self.config, scope, now)
-        rows = self.store.query(
-            "SELECT r.id AS id, -bm25(records_fts) AS score "
+        rows = self.store.query_tuples(
+            "SELECT r.id, -bm25(records_fts) AS score "
             "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
             [match, *params, self.config.lexical_limit],
         )
-        return [(row["id"], float(row["score"])) for row in rows]
+        return [(str(rid), float(score)) for rid, score in rows]
 
     def _entity(self, scope: Principal, query: str, now: datetime) -> list[tuple[str, float]]:
         index_entities(self.store, scope)
@@ -689,14 +705,14 @@ class HybridRetriever:
         where, params = _live_filter(self.config, scope, now)
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
-        rows = self.store.query(
-            "SELECT r.id AS id, group_concat(e.entity, ' ') AS ents "
+        rows = self.store.query_tuples(
+            "SELECT r.id, group_concat(e.entity, ' ') AS ents "
             "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
             f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
             "GROUP BY r.id",
             [scope.tenant, scope.principal, *keep, *params],
         )
-        scored = [(row["id"], sum(idf[e] for e in row["ents"].split())) for row in rows]
+        scored = [(str(rid), sum(idf[e] for e in ents.split())) for rid, ents in rows]
         scored.sort(key=lambda t: (-t[1], t[0]))
         return scored[: self.config.entity_limit]
 
@@ -706,6 +722,7 @@ class HybridRetriever:
         Both change only when a record is written, so they are cached per store and scope
         under the entity watermark (the last indexed rowid) and recounted when it moves.
         """
+        index_entities(self.store, scope)  # moves the watermark (a no-op when current)
         mark_rows = self.store.query(
             "SELECT last_rowid FROM retrieval_watermarks "
             "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
@@ -827,7 +844,15 @@ class HybridRetriever:
         """
         cfg = self.config
         by_id = {h.id: h for h in hits}
-        triggers = [h for h in hits[: cfg.session_top_k] if h.row["session_id"] is not None]
+        # A neighbour scores at most trigger * decay: a trigger whose best neighbour cannot
+        # reach the ``limit``-th score adds nothing that is returned, so it is not read.
+        scores = sorted((h.score for h in hits), reverse=True)
+        floor = scores[limit - 1] if len(scores) >= limit else 0.0
+        triggers = [
+            h
+            for h in hits[: cfg.session_top_k]
+            if h.row["session_id"] is not None and h.score * cfg.session_decay >= floor
+        ]
         sessions = sorted({h.row["session_id"] for h in triggers})
         if not sessions:
             return hits
