@@ -315,10 +315,13 @@ def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any
 
 
 def _train(w: Any, scope: Principal, model: str) -> None:
-    """Rebuild the scope's cells by spherical k-means and reassign every vector (in ``w``)."""
+    """Rebuild the scope's cells by spherical k-means and reassign every vector (in ``w``).
+
+    Vectors are read in byte order, so the cells depend on the vectors alone, not on ids.
+    """
     rows = w.query(
         "SELECT record_id, vector FROM vectors WHERE tenant = ? AND principal = ? "
-        "AND model_id = ? ORDER BY record_id",
+        "AND model_id = ? ORDER BY vector, record_id",
         [scope.tenant, scope.principal, model],
     )
     n = len(rows)
