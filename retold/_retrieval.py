@@ -119,6 +119,12 @@ class RetrievalConfig(BaseModel):
     lexical_weight: float = Field(default=1.0, ge=0.0, description="Weight of the lexical stage.")
     dense_weight: float = Field(default=1.0, ge=0.0, description="Weight of the dense stage.")
     entity_weight: float = Field(default=0.5, ge=0.0, description="Weight of the entity stage.")
+    lexical_skip_speakers: bool = Field(
+        default=True,
+        description="Leave the scope's speaker names out of the lexical query when other "
+        "words remain (they mostly match turns addressed to that speaker; the speaker boost "
+        "covers whose turn it is).",
+    )
     entity_skip_speakers: bool = Field(
         default=True,
         description="Leave the scope's speaker names out of the entity stage (the speaker "
@@ -164,6 +170,13 @@ class RetrievalConfig(BaseModel):
     )
     session_decay: float = Field(
         default=0.6, ge=0.0, le=1.0, description="A neighbour's score: trigger score times this."
+    )
+    reply_decay: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="When a found turn asks a question, the next turn by another speaker (its "
+        "answer) scores the trigger's score times this instead of session_decay.",
     )
 
     backfill: bool = Field(
@@ -538,6 +551,9 @@ class HybridRetriever:
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
+        if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:
+            names = self._scope_stats(scope)[1]
+            terms = [t for t in terms if t not in names] or terms
         stages: list[tuple[str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
@@ -551,13 +567,13 @@ class HybridRetriever:
             stages.append(("entity", cfg.entity_weight, ranked))
         if query_vector is not None and self.embedder is not None:
             t0 = time.perf_counter()
-            # Over-fetch: dead records' vectors are dropped by the live filter below.
+            # Over-fetch a little: dead records' vectors are dropped by the live filter below.
             ranked = dense_search(
                 self.store,
                 scope,
                 self.embedder.model_id,
                 query_vector,
-                cfg.dense_limit * 2,
+                cfg.dense_limit + max(32, cfg.dense_limit // 8),
                 probe=cfg.dense_probe,
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
@@ -834,6 +850,9 @@ class HybridRetriever:
     ) -> list[_Hit]:
         """Add the turns around the top results, scored trigger * decay**distance.
 
+        A found turn that asks a question passes ``reply_decay`` of its score to the next
+        turn by another speaker: in a conversation the answer follows the question.
+
         A turn another stage found keeps its own score and gains the ``session`` path.
         Ambient records are never added as neighbours: the session's ambient profile
         already carries them, and a neighbour is only a guess at relevance.
@@ -848,10 +867,11 @@ class HybridRetriever:
         # reach the ``limit``-th score adds nothing that is returned, so it is not read.
         scores = sorted((h.score for h in hits), reverse=True)
         floor = scores[limit - 1] if len(scores) >= limit else 0.0
+        reach = max(cfg.session_decay, cfg.reply_decay)
         triggers = [
             h
             for h in hits[: cfg.session_top_k]
-            if h.row["session_id"] is not None and h.score * cfg.session_decay >= floor
+            if h.row["session_id"] is not None and h.score * reach >= floor
         ]
         sessions = sorted({h.row["session_id"] for h in triggers})
         if not sessions:
@@ -859,15 +879,18 @@ class HybridRetriever:
         where, params = _live_filter(cfg, scope, now)
         marks = ", ".join("?" for _ in sessions)
         rows = self.store.query(
-            f"SELECT r.id AS id, r.session_id AS session_id, r.activation AS activation "
+            "SELECT r.id AS id, r.session_id AS session_id, r.activation AS activation, "
+            "r.speaker AS speaker "
             f"FROM records r WHERE {where} AND r.session_id IN ({marks}) "
             "ORDER BY r.session_id, r.rowid",
             [*params, *sessions],
         )
         order: dict[str, list[str]] = {}
         ambient: set[str] = set()
+        speaker: dict[str, str | None] = {}
         for row in rows:
             order.setdefault(row["session_id"], []).append(row["id"])
+            speaker[row["id"]] = row["speaker"]
             if row["activation"] == Activation.AMBIENT.value:
                 ambient.add(row["id"])
         position = {rid: i for ids in order.values() for i, rid in enumerate(ids)}
@@ -877,15 +900,19 @@ class HybridRetriever:
             at = position.get(trigger.id)
             if at is None:
                 continue
+            asks = "?" in trigger.row["text"]
             for d in range(1, cfg.session_window + 1):
                 score = trigger.score * cfg.session_decay**d
                 for j in (at - d, at + d):
                     if 0 <= j < len(ids):
                         rid = ids[j]
+                        mine = score
+                        if asks and j == at + 1 and speaker.get(rid) != trigger.row["speaker"]:
+                            mine = max(score, trigger.score * cfg.reply_decay)
                         if rid in by_id:
                             by_id[rid].paths.add("session")
-                        elif rid not in ambient and score > inherited.get(rid, 0.0):
-                            inherited[rid] = score
+                        elif rid not in ambient and mine > inherited.get(rid, 0.0):
+                            inherited[rid] = mine
         if len(by_id) + len(inherited) > limit:
             scores = sorted([h.score for h in by_id.values()] + list(inherited.values()))
             floor = scores[-limit]

@@ -58,7 +58,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 DEFAULT_PROBE = 2048
-_BATCH = 64
+_BATCH = 256
 _TRAIN_ITERATIONS = 8
 _TRAIN_SAMPLE = 16384
 _MAX_CELLS = 1024
@@ -92,11 +92,17 @@ _VECTOR_MIGRATIONS: tuple[str, ...] = (
         trained_count INTEGER NOT NULL,
         generation INTEGER NOT NULL,
         last_rowid INTEGER NOT NULL DEFAULT 0,
+        vector_count INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (tenant, principal, model_id)
     );
     CREATE TRIGGER vectors_purge_deleted AFTER UPDATE OF lifecycle ON records
     WHEN NEW.lifecycle = 'deleted'
     BEGIN
+        UPDATE vector_indexes SET vector_count = vector_count - 1
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND model_id IN (
+                SELECT model_id FROM vectors
+                WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id
+            );
         DELETE FROM vectors
             WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
     END;
@@ -262,12 +268,13 @@ def write_vectors(
         )
         cells = _nearest_cells(store, scope, model, matrix)
         added: dict[int, int] = {}
+        removed = 0
         for i, rid in enumerate(record_ids):
-            w.execute(
+            removed += w.execute(
                 "DELETE FROM vectors WHERE tenant = ? AND principal = ? AND record_id = ? "
                 "AND model_id = ?",
                 [scope.tenant, scope.principal, rid, model],
-            )
+            ).rowcount
             if rid in live:
                 w.execute(
                     "INSERT INTO vectors (tenant, principal, model_id, cell, record_id, vector) "
@@ -294,14 +301,20 @@ def write_vectors(
                 "WHERE tenant = ? AND principal = ? AND model_id = ?",
                 [mark, scope.tenant, scope.principal, model],
             )
+        w.execute(
+            "UPDATE vector_indexes SET vector_count = vector_count + ? "
+            "WHERE tenant = ? AND principal = ? AND model_id = ?",
+            [sum(added.values()) - removed, scope.tenant, scope.principal, model],
+        )
+        count = int(
+            w.query(
+                "SELECT vector_count FROM vector_indexes "
+                "WHERE tenant = ? AND principal = ? AND model_id = ?",
+                [scope.tenant, scope.principal, model],
+            )[0]["vector_count"]
+        )
         if not added:
             return
-        count = w.query(
-            # The narrow record index counts without reading the vectors themselves.
-            "SELECT COUNT(*) AS n FROM vectors INDEXED BY vectors_record "
-            "WHERE tenant = ? AND principal = ? AND model_id = ?",
-            [scope.tenant, scope.principal, model],
-        )[0]["n"]
         trained = int(row[0]["trained_count"]) if row else 0
         if count >= 2 * max(trained, DEFAULT_PROBE):
             _train(w, scope, model)
