@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
 from ._vectors import DEFAULT_PROBE, dense_search, ensure_vector_schema, ensure_vectors
@@ -505,8 +505,18 @@ class HybridRetriever:
             stale = await ensure_vectors(self.store, scope, self.embedder)
             query_vector = (await self.embedder.embed([query]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
+        # Abandoned on cancellation: a search cut short by a deadline returns at once, and
+        # its thread stops at its next statement or deadline check.
         hits, folded = await anyio.to_thread.run_sync(
-            self._candidates_sync, scope, query, now, query_vector, timings, counts, limit
+            self._candidates_sync,
+            scope,
+            query,
+            now,
+            query_vector,
+            timings,
+            counts,
+            limit,
+            abandon_on_cancel=True,
         )
         if cfg.rerank and self.reranker is not None and hits:
             t0 = time.perf_counter()
@@ -514,10 +524,14 @@ class HybridRetriever:
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
             t0 = time.perf_counter()
-            hits = await anyio.to_thread.run_sync(self._expand_sessions, scope, now, hits, limit)
+            hits = await anyio.to_thread.run_sync(
+                self._expand_sessions, scope, now, hits, limit, abandon_on_cancel=True
+            )
             timings["session"] = (time.perf_counter() - t0) * 1000
         if cfg.backfill and hits and len(hits) < limit:
-            hits = await anyio.to_thread.run_sync(self._backfill, scope, now, hits, limit)
+            hits = await anyio.to_thread.run_sync(
+                self._backfill, scope, now, hits, limit, abandon_on_cancel=True
+            )
         ranked = self._sort(hits)[:limit]
         candidates = tuple(
             Candidate(
@@ -561,11 +575,13 @@ class HybridRetriever:
             timings["lexical"] = (time.perf_counter() - t0) * 1000
             stages.append(("lexical", cfg.lexical_weight, ranked))
         if cfg.entity:
+            check_deadline("the entity stage")
             t0 = time.perf_counter()
             ranked = self._entity(scope, query, now)
             timings["entity"] = (time.perf_counter() - t0) * 1000
             stages.append(("entity", cfg.entity_weight, ranked))
         if query_vector is not None and self.embedder is not None:
+            check_deadline("the dense stage")
             t0 = time.perf_counter()
             # Over-fetch a little: dead records' vectors are dropped by the live filter below.
             ranked = dense_search(
@@ -587,6 +603,7 @@ class HybridRetriever:
                 cfg.dense_weight,
                 [(rid, s) for rid, s in dense_ranked if rid in alive][: cfg.dense_limit],
             )
+        check_deadline("fusion")
         base: dict[str, float] = {}
         paths: dict[str, set[str]] = {}
         for name, weight, ranked in stages:
