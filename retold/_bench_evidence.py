@@ -1,14 +1,37 @@
-"""``retold bench evidence``: share of LoCoMo-format questions whose evidence is all packed.
+"""``retold bench evidence``: share of LoCoMo-format questions whose evidence all gets through.
 
 Every turn of each sample is stored through the normal write path (one principal per
-sample; speaker kept; the session date as event time), then each scored question (category
-1-4 with evidence) is answered by the same retrieval and packing the orchestrator uses, with
-the question as the query. No model is called at query time.
+sample; speaker kept; the session date as event time; the session as ``session_id``), then
+each scored question (category 1-4 with evidence) is run through one of three paths. A
+question counts when every one of its evidence turns is in what the path hands on (a
+near-duplicate folded into a surviving record counts as handed on, since its text is).
+No model is called at query time; the clock starts at the search and ends after the path's
+last step (packing, or the merge of the gap lists).
+
+Paths (``--path``):
+
+``pack``
+    The question is the query; retrieval returns up to ``--candidates`` candidates (300 by
+    default), which are packed into ``--budget`` tokens. Measures: evidence in the packed
+    context.
+``orchestrator``
+    What the orchestrator hands to admission. With ``--bundle``, the bundle's gap planner
+    plans gaps for the question (store inventory, empty profile); each gap query retrieves
+    up to the cap, and the lists are merged round-robin to the cap, as the orchestrator
+    does. Without a bundle the question is the one query. The cap is ``--candidates`` when
+    given, else the orchestrator's ``max_candidates`` (8). No packing: measures evidence
+    among the candidates. A question the planner plans no gap for counts as a miss.
+``tool``
+    What ``memory_search`` returns to a model: the question as the tool's ``query`` with
+    its default ``limit`` (8, or ``--candidates``), the same over-fetch and cut as
+    :class:`~retold.adapters.MemoryChat`, packed into the tool's default 1,024-token budget
+    (or ``--budget`` when given). Measures: evidence in the packed tool result.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import re
 import statistics
@@ -21,9 +44,10 @@ from typing import Any
 
 import anyio
 
+from ._config import UtilityAwareConfig
 from ._errors import InvalidInputError, UsageError
 from ._packing import PackingConfig, pack
-from ._records import Principal, RecordDraft, RecordKind, SourceType
+from ._records import Candidate, Principal, ProfileBlock, RecordDraft, RecordKind, SourceType
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
 from ._store import SQLiteStore
 from ._tokens import TokenCounter, token_counter
@@ -125,6 +149,44 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[index]
 
 
+PATHS = ("pack", "orchestrator", "tool")
+# memory_search's defaults (retold.adapters.chat): limit 8, 1,024 tokens, over-fetch 4x >= 20.
+TOOL_LIMIT = 8
+TOOL_BUDGET = 1024
+
+
+def _tool_fetch(limit: int) -> int:
+    return max(limit * 4, 20)
+
+
+async def _orchestrator_candidates(
+    retriever: HybridRetriever,
+    store: SQLiteStore,
+    scope: Principal,
+    question: str,
+    cap: int,
+    planner: Any,
+) -> tuple[list[Candidate], dict[str, tuple[str, ...]], int]:
+    """The candidates the orchestrator would hand to admission; returns (cands, folded, gaps)."""
+    from ._orchestrator import _merge, store_inventory
+
+    if planner is None:
+        queries = [question]
+    else:
+        inventory = await anyio.to_thread.run_sync(store_inventory, store, scope)
+        decision = planner.plan(question, None, ProfileBlock.empty(), inventory)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        queries = [g.query for g in decision.gaps]
+    lists: list[list[Candidate]] = []
+    folded: dict[str, tuple[str, ...]] = {}
+    for q in queries:
+        result = await retriever.search(scope, q, limit=cap)
+        lists.append(list(result.candidates))
+        folded.update(result.folded)
+    return _merge(lists, cap), folded, len(queries)
+
+
 async def run_evidence(
     data: Sequence[dict[str, Any]],
     *,
@@ -136,9 +198,24 @@ async def run_evidence(
     embedder: Embedder | None = None,
     candidates: int = 300,
     misses: list[dict[str, Any]] | None = None,
+    path: str = "pack",
+    planner: Any = None,
 ) -> dict[str, Any]:
-    """Ingest ``data`` into ``store`` and score every question; returns the report dict."""
+    """Ingest ``data`` into ``store`` and score every question on ``path``; returns the report.
+
+    ``candidates`` is the retrieval limit (pack), the cap (orchestrator) or the tool's
+    ``limit`` (tool); ``budget`` is the packing budget (unused on the orchestrator path);
+    ``planner`` is the gap planner of the orchestrator path (None: the question is the query).
+
+    Raises:
+        UsageError: an unknown path, or candidates < 1.
+    """
+    if path not in PATHS:
+        raise UsageError(f"unknown path {path!r}; choose one of {', '.join(PATHS)}")
+    if candidates < 1:
+        raise UsageError(f"candidates must be >= 1, not {candidates}")
     retriever = HybridRetriever(store, config=config, embedder=embedder)
+    no_gap = 0
     per_cat: dict[int, list[int]] = {c: [0, 0] for c in SCORED_CATEGORIES}
     latencies: list[float] = []
     utilizations: list[float] = []
@@ -159,19 +236,31 @@ async def run_evidence(
                 continue
             question = str(qa.get("question", ""))
             t0 = time.perf_counter()
-            result = await retriever.search(scope, question, limit=candidates)
-            bundle = pack(result.candidates, budget=budget, counter=counter, config=packing)
+            folded: dict[str, tuple[str, ...]]
+            if path == "orchestrator":
+                cands, folded, gaps = await _orchestrator_candidates(
+                    retriever, store, scope, question, candidates, planner
+                )
+                no_gap += int(gaps == 0)
+                packed = {c.record.id for c in cands}
+                packed_counts.append(len(packed))
+            else:
+                fetch = candidates if path == "pack" else _tool_fetch(candidates)
+                result = await retriever.search(scope, question, limit=fetch)
+                chosen = list(result.candidates)[:candidates]
+                bundle = pack(chosen, budget=budget, counter=counter, config=packing)
+                folded = result.folded
+                packed = set(bundle.record_ids)
+                utilizations.append(bundle.metrics.utilization)
+                packed_counts.append(bundle.metrics.records_included)
             latencies.append((time.perf_counter() - t0) * 1000)
-            packed = set(bundle.record_ids)
             # A folded duplicate's text is in the context through the record it folded into.
-            for survivor, folded in result.folded.items():
+            for survivor, gone in folded.items():
                 if survivor in packed:
-                    packed.update(folded)
+                    packed.update(gone)
             hit = all(ids[e] in packed for e in evidence)
             per_cat[category][0] += 1
             per_cat[category][1] += int(hit)
-            utilizations.append(bundle.metrics.utilization)
-            packed_counts.append(bundle.metrics.records_included)
             if not hit and misses is not None:
                 misses.append(
                     {
@@ -184,7 +273,9 @@ async def run_evidence(
     questions = sum(v[0] for v in per_cat.values())
     packed_all = sum(v[1] for v in per_cat.values())
     return {
-        "budget": budget,
+        "path": path,
+        "budget": budget if path != "orchestrator" else None,
+        "questions_without_gap": no_gap,
         "unit": counter.unit,
         "samples": len(data),
         "turns": turns,
@@ -247,20 +338,46 @@ def _configs(mode: str) -> tuple[RetrievalConfig, Embedder | None]:
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "evidence", help="share of LoCoMo-format questions with all evidence packed at a budget"
+        "evidence",
+        help="share of LoCoMo-format questions whose evidence all reaches the packed context "
+        "(pack), the admission candidates (orchestrator) or the memory_search result (tool)",
     )
     p.add_argument("--data", required=True, help="LoCoMo-format JSON file")
-    p.add_argument("--budget", type=int, default=4096, help="context token budget")
+    p.add_argument(
+        "--path",
+        choices=PATHS,
+        default="pack",
+        help="pack: retrieval + packing; orchestrator: candidates at the orchestrator's cap; "
+        "tool: what memory_search returns",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help=f"packing token budget (pack: 4096, tool: {TOOL_BUDGET}; unused by orchestrator)",
+    )
     p.add_argument(
         "--retrieval",
         choices=["default", "lexical", "hybrid"],
         default="default",
         help="default: the library default (no embedder); hybrid adds the local embedder",
     )
+    p.add_argument(
+        "--bundle",
+        default=None,
+        help="policy bundle (e.g. offline-reference): its retrieval config, and on the "
+        "orchestrator path its gap planner",
+    )
     p.add_argument("--ordering", choices=["balanced", "score", "density"], default=None)
     p.add_argument("--format", choices=["reader", "auditable"], default="reader")
     p.add_argument("--unit", default="cl100k_base", help="token counter unit")
-    p.add_argument("--candidates", type=int, default=300, help="candidates passed to packing")
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        help=f"pack: retrieval limit (300); orchestrator: the cap (max_candidates, 8); "
+        f"tool: memory_search's limit ({TOOL_LIMIT})",
+    )
     p.add_argument("--db", help="SQLite file to ingest into (default: a temporary file)")
     p.add_argument(
         "--backfill",
@@ -275,12 +392,33 @@ def register(sub: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     data = _load(args.data)
     config, embedder = _configs(args.retrieval)
+    planner: Any = None
+    if args.bundle:
+        from retold.policy.reference import get_bundle
+
+        bundle = get_bundle(args.bundle)
+        dense = embedder is not None or (
+            args.retrieval == "default" and bundle.retrieval_config.dense
+        )
+        config = bundle.retrieval_config.model_copy(update={"dense": dense})
+        if args.path == "orchestrator":
+            planner = bundle.gap_policy()
     if args.backfill:
         config = config.model_copy(update={"backfill": True})
     packing = PackingConfig(format=args.format)
     if args.ordering:
         packing = packing.model_copy(update={"ordering": args.ordering})
     counter = token_counter(args.unit)
+    candidates = args.candidates
+    if candidates is None:
+        candidates = {"pack": 300, "tool": TOOL_LIMIT}.get(args.path) or (
+            UtilityAwareConfig().max_candidates
+        )
+    budget = (
+        args.budget if args.budget is not None else (TOOL_BUDGET if args.path == "tool" else 4096)
+    )
+    if budget <= 0 or candidates <= 0:
+        raise InvalidInputError("budget", "--budget and --candidates must be > 0")
     misses: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or str(Path(tmp) / "evidence.db")
@@ -288,26 +426,33 @@ def _main(args: argparse.Namespace) -> int:
             report = anyio.run(
                 lambda: run_evidence(
                     data,
-                    budget=args.budget,
+                    budget=budget,
                     store=store,
                     config=config,
                     packing=packing,
                     counter=counter,
                     embedder=embedder,
-                    candidates=args.candidates,
+                    candidates=candidates,
                     misses=misses,
+                    path=args.path,
+                    planner=planner,
                 )
             )
     report["retrieval"]["mode"] = args.retrieval
+    report["bundle"] = args.bundle
     if args.misses:
         report["misses"] = misses
     if args.json:
         print(json.dumps(report, sort_keys=True, ensure_ascii=False))
         return 0
+    where = (
+        f"among {candidates} candidates"
+        if args.path == "orchestrator"
+        else f"at {report['budget']} {report['unit']} tokens"
+    )
     print(
         f"{report['all_evidence_packed']}/{report['questions']} questions with all evidence "
-        f"packed ({report['rate']:.1%}) at {report['budget']} {report['unit']} tokens "
-        f"[{args.retrieval}]"
+        f"through ({report['rate']:.1%}) {where} [path {args.path}, {args.retrieval}]"
     )
     for cat, row in report["by_category"].items():
         print(

@@ -56,7 +56,6 @@ import anyio
 
 from ._audit import AuditLog, percentile
 from ._config import UtilityAwareConfig
-from ._embedding import ensure_vectors
 from ._errors import InvalidInputError
 from ._orchestrator import (
     GenerationRequest,
@@ -67,6 +66,7 @@ from ._orchestrator import (
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordDraft, RecordKind
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
 from ._store import SQLiteStore
+from ._vectors import ensure_vectors
 from .testing._policies import (
     Behaviour,
     FakeRetriever,

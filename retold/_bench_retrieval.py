@@ -1,29 +1,53 @@
-"""``retold bench retrieval``: query latency (retrieval + packing) and write throughput.
+"""``retold bench retrieval``: query latency of the shipping retrieval, and write throughput.
 
-N synthetic records for one principal are written through the normal write path, then a
-set of queries drawn from the stored vocabulary is timed end to end: candidate generation
-and packing into a budgeted context. Text is generated from a fixed seed, so runs compare.
+N synthetic records for one principal are written through the normal write path
+(``SQLiteStore.add``, one transaction each); their entity names are indexed, and, with dense
+retrieval on (the default, as shipped), each record gets a stored vector through the same
+``ensure_vectors`` path a search uses, from a synthetic embedder (see below), which also
+builds the IVF vector index.
+
+Then ``--queries`` searches (at least 200) are timed, one after another. Half are drawn from
+the stored vocabulary; the other half use only words no record contains, so they have no
+lexical hit and depend on the dense stage. Each timing **starts** when
+``HybridRetriever.search`` is called with ``limit=--candidates`` (default 8, the
+orchestrator's ``max_candidates`` per gap query) and covers embedding the query, the no-op
+check for unembedded records, every stage, fusion, boosts, dedup, session-neighbour
+expansion and building the returned records; it **ends** when those candidates are packed
+into the ``--budget`` context (the orchestrator hands candidates to admission unpacked; the
+packing step is kept so ``--candidates 300`` times ``bench evidence --path pack``'s work).
+The configuration is the default :class:`RetrievalConfig` (dense on unless ``--no-dense``).
+
+Simulated: the embedder. ``synthetic-hash`` gives each word a fixed pseudo-random 384-float
+vector (seeded by the word's SHA-256) and a text the normalised sum of its words' vectors,
+so texts sharing words are near; it costs microseconds where a real model costs
+milliseconds, so the figure is retrieval's own cost, not the embedder's. Text comes from a
+fixed seed, so runs compare; ``config_sha256`` identifies the retrieval configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 
 from ._bench_evidence import _percentile
+from ._errors import InvalidInputError
 from ._packing import PackingConfig, pack
 from ._records import Principal, RecordDraft, RecordKind
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
 from ._store import SQLiteStore
 from ._tokens import token_counter
+from ._vectors import ensure_vectors
 
 __all__ = ["register", "run_retrieval_bench"]
 
@@ -55,16 +79,69 @@ def _sentence(rng: random.Random, vocab: list[str]) -> str:
     return " ".join(words).capitalize() + "."
 
 
+class SyntheticEmbedder:
+    """A deterministic stand-in embedder for timing: a text is the sum of its words' vectors.
+
+    Each lower-cased word maps to a fixed pseudo-random unit vector seeded by its SHA-256,
+    so the same text always gives the same bytes and texts sharing words are near.
+    """
+
+    def __init__(self, dimensions: int = 384) -> None:
+        self._dims = dimensions
+        self._words: dict[str, Any] = {}
+
+    @property
+    def model_id(self) -> str:
+        return f"synthetic-hash:{self._dims}"
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    def _word(self, word: str) -> Any:
+        vec = self._words.get(word)
+        if vec is None:
+            seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big")
+            vec = np.random.default_rng(seed).standard_normal(self._dims).astype(np.float32)
+            self._words[word] = vec
+        return vec
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for text in texts:
+            words = [w.lower().strip(".,?!") for w in text.split()]
+            total = np.zeros(self._dims, dtype=np.float32)
+            for w in words:
+                if w:
+                    total += self._word(w)
+            norm = float(np.linalg.norm(total)) or 1.0
+            out.append((total / norm).tolist())
+        return out
+
+
 def run_retrieval_bench(
     n: int,
     *,
     store: SQLiteStore,
-    queries: int = 50,
+    queries: int = 200,
     budget: int = 4096,
     seed: int = 7,
-    candidates: int = 300,
+    candidates: int = 8,
+    dense: bool = True,
 ) -> dict[str, Any]:
-    """Write ``n`` records, then time ``queries`` searches with packing; returns the report."""
+    """Write ``n`` records, then time ``queries`` searches with packing; returns the report.
+
+    Raises:
+        InvalidInputError: ``n`` < 1 or ``queries`` < 200.
+    """
+    if n < 1:
+        raise InvalidInputError("records", f"must be >= 1, not {n}")
+    if candidates < 1:
+        raise InvalidInputError("candidates", f"must be >= 1, not {candidates}")
+    if queries < 200:
+        raise InvalidInputError(
+            "queries", f"must be >= 200 (half without a lexical hit), not {queries}"
+        )
     rng = random.Random(seed)
     vocab = _vocabulary(rng, 5000)
     scope = Principal(tenant="bench", principal="retrieval")
@@ -88,13 +165,25 @@ def run_retrieval_bench(
     index_entities(store, scope)
     index_s = time.perf_counter() - t0
 
-    retriever = HybridRetriever(store, config=RetrievalConfig(dense=False))
+    config = RetrievalConfig(dense=dense)
+    embedder = SyntheticEmbedder() if dense else None
+    vector_s = 0.0
+    if embedder is not None:
+        t0 = time.perf_counter()
+        anyio.run(ensure_vectors, store, scope, embedder)
+        vector_s = time.perf_counter() - t0
+    retriever = HybridRetriever(store, config=config, embedder=embedder)
     counter = token_counter("cl100k_base")
     packing = PackingConfig()
+    stored = set(vocab) | {w.lower() for w in _COMMON} | {w.lower() for w in _NAMES}
+    unseen = [w for w in _vocabulary(random.Random(seed + 1), 6000) if w not in stored]
     qs = []
-    for _ in range(queries):
-        words = rng.choice(texts).rstrip(".").split()
-        picked = rng.sample(words, min(4, len(words)))
+    for i in range(queries):
+        if i % 2 == 0:
+            words = rng.choice(texts).rstrip(".").split()
+            picked = rng.sample(words, min(4, len(words)))
+        else:  # no stored record contains any of these words: no lexical hit
+            picked = rng.sample(unseen, 4)
         qs.append("What did they say about " + " ".join(picked) + "?")
 
     async def timed() -> tuple[list[float], list[int]]:
@@ -111,6 +200,11 @@ def run_retrieval_bench(
 
     latencies, packed = anyio.run(timed)
     return {
+        "dense": dense,
+        "config_sha256": config.sha256(),
+        "embedder": embedder.model_id if embedder is not None else None,
+        "queries_without_lexical_hit": queries // 2,
+        "vector_records_per_s": n / vector_s if vector_s > 0 else None,
         "records": n,
         "queries": queries,
         "budget": budget,
@@ -121,7 +215,7 @@ def run_retrieval_bench(
         "write_records_per_s": n / write_s if write_s > 0 else 0.0,
         "entity_index_records_per_s": n / index_s if index_s > 0 else 0.0,
         "write_mode": "one transaction per record (SQLiteStore.add)",
-        "retrieval": json.loads(retriever.config.canonical_json()),
+        "retrieval": json.loads(config.canonical_json()),
     }
 
 
@@ -130,29 +224,45 @@ def register(sub: Any) -> None:
         "retrieval", help="query latency (retrieval + packing) and write throughput at N records"
     )
     p.add_argument("--records", type=int, default=10_000, help="records for one principal")
-    p.add_argument("--queries", type=int, default=50, help="queries to time")
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=200,
+        help="queries to time (>= 200; half with no lexical hit)",
+    )
+    p.add_argument(
+        "--dense",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="dense stage with stored synthetic vectors (on, as shipped)",
+    )
     p.add_argument("--budget", type=int, default=4096, help="context token budget")
+    p.add_argument(
+        "--candidates", type=int, default=8, help="search limit (8: the orchestrator's cap)"
+    )
     p.add_argument("--db", help="SQLite file (default: a temporary file)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    from ._errors import InvalidInputError
-
-    if args.records <= 0 or args.queries <= 0:
-        raise InvalidInputError("records", "--records and --queries must be > 0")
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or str(Path(tmp) / "retrieval.db")
         with SQLiteStore(path) as store:
             report = run_retrieval_bench(
-                args.records, store=store, queries=args.queries, budget=args.budget
+                args.records,
+                store=store,
+                queries=args.queries,
+                budget=args.budget,
+                dense=args.dense,
+                candidates=args.candidates,
             )
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
         print(
-            f"{report['records']} records: query p50 {report['p50_ms']:.1f} ms, "
+            f"{report['records']} records, dense {'on' if report['dense'] else 'off'}: "
+            f"query p50 {report['p50_ms']:.1f} ms, "
             f"p95 {report['p95_ms']:.1f} ms; writes {report['write_records_per_s']:.0f}/s"
         )
     return 0

@@ -1,176 +1,20 @@
-"""Dense retrieval: vectors stored per model id, and an optional local embedder.
+"""The local embedder: a sentence-transformers model run on this machine.
 
-Vectors live in the retrieval component's ``retrieval_vectors`` table, keyed by the
-embedder's ``model_id``. A search compares only vectors of the query's model; stored vectors
-of another model are reported as stale and ignored (and the current model's vectors are
-built), so a model change is detected and never silently mixed.
-
-The local embedder needs the ``local-embeddings`` extra (sentence-transformers); it loads a
+Vector storage and dense search live below retrieval, in :mod:`retold._vectors`. The local
+embedder needs the ``local-embeddings`` extra (sentence-transformers); it loads a
 model from disk only and never downloads at run time.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
-from array import array
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
-import structlog
 
 from ._errors import UsageError
-from ._records import Principal, Record
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record
-from ._typing import Embedder
 
-__all__ = ["LocalEmbedder", "dense_search", "ensure_vectors"]
-
-log = structlog.get_logger(__name__)
-
-_BATCH = 64
-
-
-def _pack(vector: Sequence[float]) -> bytes:
-    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
-    return array("f", (x / norm for x in vector)).tobytes()
-
-
-def _unpack(blob: bytes) -> array[float]:
-    out = array("f")
-    out.frombytes(blob)
-    return out
-
-
-def _numpy() -> Any | None:
-    # numpy is optional: it comes with the local-embeddings extra and only speeds up scoring.
-    try:
-        return importlib.import_module("numpy")
-    except ImportError:
-        return None
-
-
-async def ensure_vectors(
-    store: SQLiteStore, scope: Principal, embedder: Embedder
-) -> tuple[str, ...]:
-    """Embed every live record in ``scope`` that has no vector for ``embedder.model_id``.
-
-    No transaction is held while the embedder runs: pending texts are read, embedded, then
-    written in a short transaction. Returns the other model ids that still have vectors in
-    ``scope`` (a model change), after logging ``embedding_model_changed`` for them.
-
-    Raises:
-        UsageError: the embedder returned the wrong number of vectors or dimensions.
-    """
-    from ._retrieval import ensure_retrieval_schema
-
-    ensure_retrieval_schema(store)
-    model = embedder.model_id
-    while True:
-        rows = await anyio.to_thread.run_sync(_pending, store, scope, model)
-        if not rows:
-            break
-        texts = [row["text"] for row in rows]
-        vectors = await embedder.embed(texts)
-        if len(vectors) != len(texts) or any(len(v) != embedder.dimensions for v in vectors):
-            raise UsageError(
-                f"embedder {model!r} returned {len(vectors)} vectors for {len(texts)} texts "
-                f"(expected one of {embedder.dimensions} floats each)"
-            )
-        await anyio.to_thread.run_sync(_write_vectors, store, scope, model, rows, vectors)
-    others = await anyio.to_thread.run_sync(
-        lambda: store.query(
-            "SELECT DISTINCT model_id FROM retrieval_vectors "
-            "WHERE tenant = ? AND principal = ? AND model_id != ? ORDER BY model_id",
-            [scope.tenant, scope.principal, model],
-        )
-    )
-    stale = tuple(r["model_id"] for r in others)
-    if stale:
-        log.warning("embedding_model_changed", current=model, stale=list(stale))
-    return stale
-
-
-def _pending(store: SQLiteStore, scope: Principal, model: str) -> list[dict[str, Any]]:
-    return store.query(
-        "SELECT r.id, r.text FROM records r LEFT JOIN retrieval_vectors v "
-        "ON v.tenant = r.tenant AND v.principal = r.principal AND v.record_id = r.id "
-        "AND v.model_id = ? WHERE r.tenant = ? AND r.principal = ? AND r.lifecycle = 'active' "
-        "AND v.record_id IS NULL ORDER BY r.rowid LIMIT ?",
-        [model, scope.tenant, scope.principal, _BATCH],
-    )
-
-
-def _write_vectors(
-    store: SQLiteStore,
-    scope: Principal,
-    model: str,
-    rows: Sequence[dict[str, Any]],
-    vectors: Sequence[Sequence[float]],
-) -> None:
-    with store.write() as w:
-        w.execute(
-            "DELETE FROM retrieval_vectors WHERE tenant = ? AND principal = ? AND record_id IN "
-            "(SELECT id FROM records WHERE tenant = ? AND principal = ? AND lifecycle = 'deleted')",
-            [scope.tenant, scope.principal, scope.tenant, scope.principal],
-        )
-        for row, vector in zip(rows, vectors, strict=True):
-            w.execute(
-                "INSERT OR REPLACE INTO retrieval_vectors "
-                "(tenant, principal, record_id, model_id, dimensions, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [scope.tenant, scope.principal, row["id"], model, len(vector), _pack(vector)],
-            )
-
-
-def dense_search(
-    store: SQLiteStore,
-    scope: Principal,
-    model: str,
-    query_vector: Sequence[float],
-    where: str,
-    params: Sequence[Any],
-    limit: int,
-) -> list[tuple[Record, int, float]]:
-    """Cosine top-``limit`` over live records of ``scope`` with vectors of ``model``.
-
-    ``where``/``params`` are the retriever's scope and lifecycle filter on alias ``r``.
-    """
-    rows = store.query(
-        "SELECT r.id AS id, v.vector AS vector FROM retrieval_vectors v "
-        "JOIN records r ON r.id = v.record_id "
-        f"WHERE v.tenant = ? AND v.principal = ? AND v.model_id = ? AND {where}",
-        [scope.tenant, scope.principal, model, *params],
-    )
-    if not rows:
-        return []
-    q = _unpack(_pack(query_vector))
-    np = _numpy()
-    if np is not None:
-        mat = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
-        sims = mat.reshape(len(rows), len(q)) @ np.asarray(q, dtype=np.float32)
-        scores = [float(s) for s in sims]
-    else:
-        scores = [
-            math.fsum(a * b for a, b in zip(_unpack(r["vector"]), q, strict=True)) for r in rows
-        ]
-    order = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i]["id"]))[:limit]
-    ids = [rows[i]["id"] for i in order]
-    marks = ", ".join("?" for _ in ids)
-    full = {
-        row["id"]: row
-        for row in store.query(
-            f"SELECT {_RECORD_COLUMNS}, rowid AS rowid FROM records "
-            f"WHERE tenant = ? AND principal = ? AND id IN ({marks})",
-            [scope.tenant, scope.principal, *ids],
-        )
-    }
-    return [
-        (_row_to_record(full[rows[i]["id"]]), int(full[rows[i]["id"]]["rowid"]), scores[i])
-        for i in order
-        if rows[i]["id"] in full
-    ]
+__all__ = ["LocalEmbedder"]
 
 
 class LocalEmbedder:

@@ -20,6 +20,7 @@ import json
 import math
 import re
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,10 +32,11 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
-from ._records import Candidate, LifecycleState, Principal, Record, RecordKind
+from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
 from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
+from ._vectors import DEFAULT_PROBE, dense_search, ensure_vector_schema, ensure_vectors
 
 __all__ = [
     "BudgetedList",
@@ -76,6 +78,7 @@ _CURRENT_STATE_KINDS = frozenset(
         RecordKind.TASK,
     }
 )
+_CURRENT_STATE_KIND_VALUES = frozenset(k.value for k in _CURRENT_STATE_KINDS)
 
 
 class RetrievalConfig(BaseModel):
@@ -92,6 +95,12 @@ class RetrievalConfig(BaseModel):
         default=True, description="Run the dense stage (only when an embedder is given)."
     )
     dense_limit: int = Field(default=300, ge=1, description="Rows the dense stage keeps.")
+    dense_probe: int = Field(
+        default=DEFAULT_PROBE,
+        ge=1,
+        description="Vectors the dense stage reads per query: the nearest index cells until "
+        "this many (exact below twice this many vectors in the scope).",
+    )
     entity: bool = Field(default=True, description="Run the entity-name stage.")
     entity_limit: int = Field(default=300, ge=1, description="Rows the entity stage keeps.")
     entity_max_share: float = Field(
@@ -100,14 +109,27 @@ class RetrievalConfig(BaseModel):
         le=1.0,
         description="Ignore entities found in more than this share of the scope's records.",
     )
-    fusion: Literal["rrf", "weighted"] = Field(
+    fusion: Literal["rrf", "weighted", "rrf_score"] = Field(
         default="rrf",
-        description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * max-normalised score.",
+        description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * "
+        "max-normalised score; rrf_score: each rrf term scaled by (1 + score/top score) / 2, so "
+        "a stage's rank counts more when its raw score is close to that stage's best.",
     )
     rrf_k: int = Field(default=60, ge=1, description="Rank offset of reciprocal rank fusion.")
     lexical_weight: float = Field(default=1.0, ge=0.0, description="Weight of the lexical stage.")
     dense_weight: float = Field(default=1.0, ge=0.0, description="Weight of the dense stage.")
     entity_weight: float = Field(default=0.5, ge=0.0, description="Weight of the entity stage.")
+    lexical_skip_speakers: bool = Field(
+        default=True,
+        description="Leave the scope's speaker names out of the lexical query when other "
+        "words remain (they mostly match turns addressed to that speaker; the speaker boost "
+        "covers whose turn it is).",
+    )
+    entity_skip_speakers: bool = Field(
+        default=True,
+        description="Leave the scope's speaker names out of the entity stage (the speaker "
+        "boost covers them; as entities they match most of a conversation).",
+    )
     speaker_boost: float = Field(
         default=0.15,
         ge=0.0,
@@ -148,6 +170,13 @@ class RetrievalConfig(BaseModel):
     )
     session_decay: float = Field(
         default=0.6, ge=0.0, le=1.0, description="A neighbour's score: trigger score times this."
+    )
+    reply_decay: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="When a found turn asks a question, the next turn by another speaker (its "
+        "answer) scores the trigger's score times this instead of session_decay.",
     )
 
     backfill: bool = Field(
@@ -213,8 +242,20 @@ def _normalised(text: str) -> str:
 
 
 def _live_filter(
-    config: RetrievalConfig, scope: Principal, now: datetime, alias: str = "r"
+    config: RetrievalConfig,
+    scope: Principal,
+    now: datetime,
+    alias: str = "r",
+    *,
+    by_id: bool = False,
 ) -> tuple[str, list[Any]]:
+    """The scope and lifecycle filter on ``alias``.
+
+    ``by_id``: the query also looks rows up by id; unary ``+`` keeps these columns off the
+    index choice, so SQLite reads the ids through the id index instead of scanning the scope.
+    """
+    if by_id:
+        alias = "+" + alias
     states = [LifecycleState.ACTIVE.value]
     if config.include_superseded:
         states.append(LifecycleState.SUPERSEDED.value)
@@ -282,6 +323,20 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
             WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
     END;
     """,
+    # Vectors moved to the IVF-indexed ``vectors`` table (retold._vectors); the old table is
+    # a rebuildable cache, so it is dropped, and the purge trigger keeps the entity part.
+    """
+    DROP TRIGGER retrieval_purge_deleted;
+    CREATE TRIGGER retrieval_purge_deleted AFTER UPDATE OF lifecycle ON records
+    WHEN NEW.lifecycle = 'deleted'
+    BEGIN
+        DELETE FROM retrieval_entities
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+    END;
+    DROP TABLE retrieval_vectors;
+    CREATE INDEX IF NOT EXISTS retrieval_records_speaker
+        ON records (tenant, principal, speaker);
+    """,
 )
 
 
@@ -336,15 +391,31 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
 # -- results ---------------------------------------------------------------------------------
 
 
+# Per store and scope: (entity watermark, record count, speaker name words).
+_SCOPE_STATS: weakref.WeakKeyDictionary[
+    SQLiteStore, dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
+] = weakref.WeakKeyDictionary()
+
+
 @dataclass
 class _Hit:
-    record: Record
-    rowid: int
+    """One candidate while ranking: the plain store row, never a pydantic model."""
+
+    row: dict[str, Any]
     stage_scores: dict[str, float] = field(default_factory=dict)
     stage_ranks: dict[str, int] = field(default_factory=dict)
     score: float = 0.0
     paths: set[str] = field(default_factory=set)
     folded: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.row["id"])
+
+    @property
+    def when(self) -> str:
+        """Event time (else creation time) as canonical ISO text: sorts as time does."""
+        return str(self.row["event_time"] or self.row["created_at"])
 
 
 class RetrievalResult(BaseModel):
@@ -371,6 +442,9 @@ class RetrievalResult(BaseModel):
 class HybridRetriever:
     """The default :class:`~retold.Retriever`: lexical + dense + entity stages, fused.
 
+    Ranking works on plain rows (ids and scores, then the union's columns as dicts);
+    :class:`~retold.Record` models are built only for the returned top ``limit``.
+
     Args:
         store: the SQLite store to search.
         config: stage switches and weights.
@@ -391,6 +465,7 @@ class HybridRetriever:
         self.embedder = embedder
         self.reranker = reranker
         ensure_retrieval_schema(store)
+        ensure_vector_schema(store)
 
     async def retrieve(
         self,
@@ -412,7 +487,11 @@ class HybridRetriever:
         context: str | None = None,
         limit: int = 300,
     ) -> RetrievalResult:
-        """Run every enabled stage and return up to ``limit`` fused candidates."""
+        """Run every enabled stage and return up to ``limit`` fused candidates.
+
+        ``context`` (the raw user turn, when the query is a planner's gap query) is not
+        searched: the query alone says what is missing.
+        """
         if limit <= 0:
             return RetrievalResult()
         cfg = self.config
@@ -422,8 +501,6 @@ class HybridRetriever:
         query_vector: list[float] | None = None
         stale: tuple[str, ...] = ()
         if cfg.dense and self.embedder is not None:
-            from ._embedding import ensure_vectors
-
             t0 = time.perf_counter()
             stale = await ensure_vectors(self.store, scope, self.embedder)
             query_vector = (await self.embedder.embed([query]))[0]
@@ -438,6 +515,7 @@ class HybridRetriever:
             query_vector,
             timings,
             counts,
+            limit,
             abandon_on_cancel=True,
         )
         if cfg.rerank and self.reranker is not None and hits:
@@ -456,10 +534,15 @@ class HybridRetriever:
             )
         ranked = self._sort(hits)[:limit]
         candidates = tuple(
-            Candidate(record=h.record, score=h.score, paths=tuple(sorted(h.paths)), query=query)
+            Candidate(
+                record=_row_to_record(h.row),
+                score=h.score,
+                paths=tuple(sorted(h.paths)),
+                query=query,
+            )
             for h in ranked
         )
-        kept = {h.record.id for h in ranked}
+        kept = {h.id for h in ranked}
         return RetrievalResult(
             candidates=candidates,
             folded={k: v for k, v in folded.items() if k in kept},
@@ -478,130 +561,244 @@ class HybridRetriever:
         query_vector: list[float] | None,
         timings: dict[str, float],
         counts: dict[str, int],
+        limit: int,
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
-        hits: dict[str, _Hit] = {}
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
-        stages: list[tuple[str, float, list[tuple[Record, int, float]]]] = []
+        if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:
+            names = self._scope_stats(scope)[1]
+            terms = [t for t in terms if t not in names] or terms
+        stages: list[tuple[str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
-            rows = self._lexical(scope, terms, now)
+            ranked = self._lexical(scope, terms, now)
             timings["lexical"] = (time.perf_counter() - t0) * 1000
-            stages.append(("lexical", cfg.lexical_weight, rows))
+            stages.append(("lexical", cfg.lexical_weight, ranked))
         if cfg.entity:
             check_deadline("the entity stage")
             t0 = time.perf_counter()
-            rows = self._entity(scope, query, now)
+            ranked = self._entity(scope, query, now)
             timings["entity"] = (time.perf_counter() - t0) * 1000
-            stages.append(("entity", cfg.entity_weight, rows))
+            stages.append(("entity", cfg.entity_weight, ranked))
         if query_vector is not None and self.embedder is not None:
-            from ._embedding import dense_search
-
             check_deadline("the dense stage")
             t0 = time.perf_counter()
-            where, params = _live_filter(cfg, scope, now)
-            rows = dense_search(
+            # Over-fetch a little: dead records' vectors are dropped by the live filter below.
+            ranked = dense_search(
                 self.store,
                 scope,
                 self.embedder.model_id,
                 query_vector,
-                where,
-                params,
-                cfg.dense_limit,
+                cfg.dense_limit + max(32, cfg.dense_limit // 8),
+                probe=cfg.dense_probe,
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
-            stages.append(("dense", cfg.dense_weight, rows))
+            stages.append(("dense", cfg.dense_weight, ranked))
+        if query_vector is not None and stages and stages[-1][0] == "dense":
+            # Dense ids are not lifecycle-filtered by the index: drop dead ones (ids only).
+            dense_ranked = stages[-1][2]
+            alive = self._alive(scope, now, [rid for rid, _ in dense_ranked])
+            stages[-1] = (
+                "dense",
+                cfg.dense_weight,
+                [(rid, s) for rid, s in dense_ranked if rid in alive][: cfg.dense_limit],
+            )
         check_deadline("fusion")
-        for name, weight, rows in stages:
-            counts[name] = len(rows)
-            top = max((s for _, _, s in rows), default=0.0)
-            for rank, (record, rowid, raw) in enumerate(rows, start=1):
-                hit = hits.get(record.id)
-                if hit is None:
-                    hit = hits[record.id] = _Hit(record=record, rowid=rowid)
-                hit.paths.add(name)
-                hit.stage_ranks[name] = rank
-                hit.stage_scores[name] = raw
+        base: dict[str, float] = {}
+        paths: dict[str, set[str]] = {}
+        for name, weight, ranked in stages:
+            counts[name] = len(ranked)
+            top = max((s for _, s in ranked), default=0.0)
+            for rank, (rid, raw) in enumerate(ranked, start=1):
+                paths.setdefault(rid, set()).add(name)
+                rrf = weight / (cfg.rrf_k + rank)
+                rel = raw / top if top > 0 else 0.0
                 if cfg.fusion == "rrf":
-                    hit.score += weight / (cfg.rrf_k + rank)
-                else:
-                    hit.score += weight * (raw / top if top > 0 else 0.0)
-        self._boost(list(hits.values()), query)
-        ranked = self._sort(list(hits.values()))
-        folded: dict[str, tuple[str, ...]] = {}
-        if cfg.dedup:
-            ranked = self._dedup(ranked)
-            folded = {h.record.id: tuple(h.folded) for h in ranked if h.folded}
-        return ranked, folded
+                    add = rrf
+                elif cfg.fusion == "weighted":
+                    add = weight * rel
+                else:  # "rrf_score": rank fusion, scaled by how close the raw score is to the top
+                    add = rrf * (0.5 + 0.5 * rel)
+                base[rid] = base.get(rid, 0.0) + add
+        # Rows are read only for ids that can still reach the top ``keep``: boosts multiply
+        # a score by at most ``bound``, so an id below (keep-th score) / bound never can.
+        # Folding may remove some, so the cut is lowered until ``keep`` survive.
+        order = sorted(base, key=lambda rid: (-base[rid], rid))
+        keep = max(limit, cfg.rerank_top_n if cfg.rerank and self.reranker is not None else 0)
+        words = {w.lower() for w in _WORD.findall(query)}
+        names = self._scope_stats(scope)[1] if cfg.speaker_boost > 0 else frozenset()
+        # The speaker boost can only apply when the query names a speaker of the scope.
+        speaker = cfg.speaker_boost if words & names or not cfg.entity_skip_speakers else 0.0
+        bound = (1 + speaker) * (1 + cfg.recency_boost)
+        t0 = time.perf_counter()
+        rows: dict[str, dict[str, Any]] = {}
+        fetched, want = 0, keep
+        while True:
+            if want >= len(order):
+                take = len(order)
+            else:
+                floor = base[order[want - 1]] / bound
+                take = want
+                while take < len(order) and base[order[take]] >= floor:
+                    take += 1
+            rows.update(self._rows(scope, now, order[fetched:take]))
+            fetched = take
+            hits = []
+            for rid in order[:fetched]:
+                if rid in rows:
+                    hit = _Hit(row=rows[rid], score=base[rid])
+                    hit.paths |= paths[rid]
+                    hits.append(hit)
+            self._boost(hits, query)
+            ranked_hits = self._sort(hits)
+            folded: dict[str, tuple[str, ...]] = {}
+            if cfg.dedup:
+                ranked_hits = self._dedup(ranked_hits)
+                folded = {h.id: tuple(h.folded) for h in ranked_hits if h.folded}
+            if len(ranked_hits) >= keep or fetched >= len(order):
+                break
+            want += keep
+        timings["rows"] = (time.perf_counter() - t0) * 1000
+        return ranked_hits, folded
+
+    def _alive(self, scope: Principal, now: datetime, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` that pass the scope and lifecycle filter."""
+        where, params = _live_filter(self.config, scope, now, by_id=True)
+        out: set[str] = set()
+        for at in range(0, len(ids), 900):
+            chunk = ids[at : at + 900]
+            marks = ", ".join("?" for _ in chunk)
+            out.update(
+                row[0]
+                for row in self.store.query_tuples(
+                    f"SELECT r.id FROM records r WHERE {where} AND r.id IN ({marks})",
+                    [*params, *chunk],
+                )
+            )
+        return out
+
+    def _rows(
+        self, scope: Principal, now: datetime, ids: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The live rows among ``ids`` (scope and lifecycle filtered in SQL), by id."""
+        if not ids:
+            return {}
+        where, params = _live_filter(self.config, scope, now, by_id=True)
+        out: dict[str, dict[str, Any]] = {}
+        # Chunks stay under SQLite's bound-parameter limit on every build.
+        for at in range(0, len(ids), 900):
+            chunk = ids[at : at + 900]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self.store.query(
+                f"SELECT {_columns('r')} FROM records r WHERE {where} AND r.id IN ({marks})",
+                [*params, *chunk],
+            ):
+                out[row["id"]] = row
+        return out
 
     def _lexical(
         self, scope: Principal, terms: Sequence[str], now: datetime
-    ) -> list[tuple[Record, int, float]]:
+    ) -> list[tuple[str, float]]:
         match = _match_expression(terms)
         if match is None:
             return []
         where, params = _live_filter(self.config, scope, now)
-        rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid, -bm25(records_fts) AS score "
+        rows = self.store.query_tuples(
+            "SELECT r.id, -bm25(records_fts) AS score "
             "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
             [match, *params, self.config.lexical_limit],
         )
-        return [(_row_to_record(row), int(row["rowid"]), float(row["score"])) for row in rows]
+        return [(str(rid), float(score)) for rid, score in rows]
 
-    def _entity(
-        self, scope: Principal, query: str, now: datetime
-    ) -> list[tuple[Record, int, float]]:
+    def _entity(self, scope: Principal, query: str, now: datetime) -> list[tuple[str, float]]:
         index_entities(self.store, scope)
         names = sorted({w.lower() for w in _WORD.findall(query)} - _STOPWORDS)
         if not names:
             return []
         marks = ", ".join("?" for _ in names)
-        total = self.store.query(
-            "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
-            [scope.tenant, scope.principal],
-        )[0]["n"]
         df_rows = self.store.query(
             "SELECT entity, COUNT(*) AS df FROM retrieval_entities "
             f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY entity",
             [scope.tenant, scope.principal, *names],
         )
+        if not df_rows:
+            return []
+        # Names the conversation's speakers carry are in nearly every turn's frame: they
+        # say who talks, not what about, so the speaker stage (boost) handles them instead.
+        total, speakers = self._scope_stats(scope)
         cap = max(1.0, self.config.entity_max_share * max(1, total))
-        idf = {r["entity"]: math.log(1 + total / r["df"]) for r in df_rows if r["df"] <= cap}
+        idf = {
+            r["entity"]: math.log(1 + total / r["df"])
+            for r in df_rows
+            if r["df"] <= cap and r["entity"] not in speakers
+        }
         if not idf:
             return []
         where, params = _live_filter(self.config, scope, now)
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
-        rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid, group_concat(e.entity, ' ') AS ents "
+        rows = self.store.query_tuples(
+            "SELECT r.id, group_concat(e.entity, ' ') AS ents "
             "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
             f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
             "GROUP BY r.id",
             [scope.tenant, scope.principal, *keep, *params],
         )
-        scored: list[tuple[Record, int, float]] = []
-        for row in rows:
-            weight = sum(idf[e] for e in row.pop("ents").split())
-            scored.append((_row_to_record(row), int(row["rowid"]), weight))
-        scored.sort(key=lambda t: (-t[2], t[0].id))
+        scored = [(str(rid), sum(idf[e] for e in ents.split())) for rid, ents in rows]
+        scored.sort(key=lambda t: (-t[1], t[0]))
         return scored[: self.config.entity_limit]
+
+    def _scope_stats(self, scope: Principal) -> tuple[int, frozenset[str]]:
+        """(records ever written in scope, lower-cased speaker name words), cached.
+
+        Both change only when a record is written, so they are cached per store and scope
+        under the entity watermark (the last indexed rowid) and recounted when it moves.
+        """
+        index_entities(self.store, scope)  # moves the watermark (a no-op when current)
+        mark_rows = self.store.query(
+            "SELECT last_rowid FROM retrieval_watermarks "
+            "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
+            [scope.tenant, scope.principal],
+        )
+        mark = int(mark_rows[0]["last_rowid"]) if mark_rows else 0
+        key = (scope.tenant, scope.principal, self.config.entity_skip_speakers)
+        cache = _SCOPE_STATS.setdefault(self.store, {})
+        hit = cache.get(key)
+        if hit is not None and hit[0] == mark:
+            return hit[1], hit[2]
+        total = int(
+            self.store.query(
+                "SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND principal = ?",
+                [scope.tenant, scope.principal],
+            )[0]["n"]
+        )
+        speakers: frozenset[str] = frozenset()
+        if self.config.entity_skip_speakers:
+            rows = self.store.query(
+                "SELECT DISTINCT speaker FROM records INDEXED BY retrieval_records_speaker "
+                "WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
+                [scope.tenant, scope.principal],
+            )
+            speakers = frozenset(w.lower() for r in rows for w in _WORD.findall(r["speaker"]))
+        cache[key] = (mark, total, speakers)
+        return total, speakers
 
     def _boost(self, hits: list[_Hit], query: str) -> None:
         cfg = self.config
         words = {w.lower() for w in _WORD.findall(query)}
         if cfg.speaker_boost > 0:
             for h in hits:
-                speaker = h.record.speaker
+                speaker = h.row["speaker"]
                 if speaker and any(p.lower() in words for p in _WORD.findall(speaker)):
                     h.score *= 1 + cfg.speaker_boost
         if cfg.recency_boost > 0:
-            current = [h for h in hits if h.record.kind in _CURRENT_STATE_KINDS]
+            current = [h for h in hits if h.row["kind"] in _CURRENT_STATE_KIND_VALUES]
             if current:
-                newest = max(_when(h.record) for h in current)
+                newest = datetime.fromisoformat(max(h.when for h in current))
                 for h in current:
-                    age_days = (newest - _when(h.record)).total_seconds() / 86400
-                    decay = 0.5 ** (age_days / cfg.recency_half_life_days)
+                    age = (newest - datetime.fromisoformat(h.when)).total_seconds() / 86400
+                    decay = 0.5 ** (age / cfg.recency_half_life_days)
                     h.score *= 1 + cfg.recency_boost * decay
 
     def _dedup(self, ranked: list[_Hit]) -> list[_Hit]:
@@ -609,7 +806,8 @@ class HybridRetriever:
 
         Each hit is compared only with kept hits that share a shingle (an inverted index),
         so the cost grows with the overlap, not with the square of the candidate count.
-        The earliest kept match wins, as in rank order.
+        The earliest kept match wins, as in rank order. Only records whose frame (speaker,
+        day, state, tags) is the same fold, so a fold never loses who said it or when.
         """
         kept: list[_Hit] = []
         exact: dict[str, _Hit] = {}
@@ -617,9 +815,10 @@ class HybridRetriever:
         postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
         for hit in ranked:
-            key = _normalised(hit.record.text)
+            text = hit.row["text"]
+            key = _normalised(text)
             into = exact.get(key)
-            mine = _shingles(hit.record.text) if threshold < 1.0 else frozenset()
+            mine = _shingles(text) if threshold < 1.0 else frozenset()
             if into is None and mine:
                 overlap: Counter[int] = Counter()
                 for shingle in mine:
@@ -633,8 +832,8 @@ class HybridRetriever:
                     if union and overlap[j] / union >= threshold:
                         into = other
                         break
-            if into is not None and _same_frame(into.record, hit.record):
-                into.folded.append(hit.record.id)
+            if into is not None and _same_frame(into.row, hit.row):
+                into.folded.append(hit.id)
                 into.paths |= hit.paths
                 continue
             exact.setdefault(key, hit)
@@ -649,7 +848,7 @@ class HybridRetriever:
         assert self.reranker is not None
         n = self.config.rerank_top_n
         head, tail = hits[:n], hits[n:]
-        scores = await self.reranker.rerank(query, [h.record.text for h in head])
+        scores = await self.reranker.rerank(query, [h.row["text"] for h in head])
         if len(scores) != len(head):
             raise UsageError(
                 f"reranker {self.reranker.model_id!r} returned {len(scores)} scores "
@@ -657,7 +856,7 @@ class HybridRetriever:
             )
         # Reranked items keep the fused score scale: they take the head's scores in new order.
         fused = sorted((h.score for h in head), reverse=True)
-        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].record.id))
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].id))
         for slot, i in enumerate(order):
             head[i].score = fused[slot]
             head[i].paths.add("rerank")
@@ -668,104 +867,121 @@ class HybridRetriever:
     ) -> list[_Hit]:
         """Add the turns around the top results, scored trigger * decay**distance.
 
+        A found turn that asks a question passes ``reply_decay`` of its score to the next
+        turn by another speaker: in a conversation the answer follows the question.
+
         A turn another stage found keeps its own score and gains the ``session`` path.
+        Ambient records are never added as neighbours: the session's ambient profile
+        already carries them, and a neighbour is only a guess at relevance.
         Sessions are read in one query, so the cost does not grow with the trigger count.
         Only neighbours that can still reach the top ``limit`` are read in full: one scoring
         below the ``limit``-th best score can never be returned, and when there are at least
         ``limit`` hits either way no backfill runs, so the result is unchanged.
         """
         cfg = self.config
-        by_id = {h.record.id: h for h in hits}
-        triggers = [h for h in hits[: cfg.session_top_k] if h.record.session_id is not None]
-        sessions = sorted({h.record.session_id for h in triggers if h.record.session_id})
+        by_id = {h.id: h for h in hits}
+        # A neighbour scores at most trigger * decay: a trigger whose best neighbour cannot
+        # reach the ``limit``-th score adds nothing that is returned, so it is not read.
+        scores = sorted((h.score for h in hits), reverse=True)
+        floor = scores[limit - 1] if len(scores) >= limit else 0.0
+        reach = max(cfg.session_decay, cfg.reply_decay)
+        triggers = [
+            h
+            for h in hits[: cfg.session_top_k]
+            if h.row["session_id"] is not None and h.score * reach >= floor
+        ]
+        sessions = sorted({h.row["session_id"] for h in triggers})
         if not sessions:
             return hits
         where, params = _live_filter(cfg, scope, now)
         marks = ", ".join("?" for _ in sessions)
         rows = self.store.query(
-            f"SELECT r.id AS id, r.rowid AS rowid, r.session_id AS session_id FROM records r "
-            f"WHERE {where} AND r.session_id IN ({marks}) ORDER BY r.session_id, r.rowid",
+            "SELECT r.id AS id, r.session_id AS session_id, r.activation AS activation, "
+            "r.speaker AS speaker "
+            f"FROM records r WHERE {where} AND r.session_id IN ({marks}) "
+            "ORDER BY r.session_id, r.rowid",
             [*params, *sessions],
         )
         order: dict[str, list[str]] = {}
+        ambient: set[str] = set()
+        speaker: dict[str, str | None] = {}
         for row in rows:
             order.setdefault(row["session_id"], []).append(row["id"])
+            speaker[row["id"]] = row["speaker"]
+            if row["activation"] == Activation.AMBIENT.value:
+                ambient.add(row["id"])
         position = {rid: i for ids in order.values() for i, rid in enumerate(ids)}
         inherited: dict[str, float] = {}
         for trigger in triggers:
-            ids = order.get(trigger.record.session_id or "", [])
-            at = position.get(trigger.record.id)
+            ids = order.get(trigger.row["session_id"], [])
+            at = position.get(trigger.id)
             if at is None:
                 continue
+            asks = "?" in trigger.row["text"]
             for d in range(1, cfg.session_window + 1):
                 score = trigger.score * cfg.session_decay**d
                 for j in (at - d, at + d):
                     if 0 <= j < len(ids):
                         rid = ids[j]
+                        mine = score
+                        if asks and j == at + 1 and speaker.get(rid) != trigger.row["speaker"]:
+                            mine = max(score, trigger.score * cfg.reply_decay)
                         if rid in by_id:
                             by_id[rid].paths.add("session")
-                        elif score > inherited.get(rid, 0.0):
-                            inherited[rid] = score
+                        elif rid not in ambient and mine > inherited.get(rid, 0.0):
+                            inherited[rid] = mine
         if len(by_id) + len(inherited) > limit:
             scores = sorted([h.score for h in by_id.values()] + list(inherited.values()))
             floor = scores[-limit]
             inherited = {rid: s for rid, s in inherited.items() if s >= floor}
         if inherited:
-            new = sorted(inherited)
-            marks = ", ".join("?" for _ in new)
-            for row in self.store.query(
-                f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r "
-                f"WHERE {where} AND r.id IN ({marks})",
-                [*params, *new],
-            ):
-                hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
-                hit.score = inherited[hit.record.id]
+            for rid, row in sorted(self._rows(scope, now, sorted(inherited)).items()):
+                hit = _Hit(row=row, score=inherited[rid])
                 hit.paths.add("session")
-                by_id[hit.record.id] = hit
+                by_id[rid] = hit
         return list(by_id.values())
 
     def _backfill(
         self, scope: Principal, now: datetime, hits: list[_Hit], limit: int
     ) -> list[_Hit]:
         where, params = _live_filter(self.config, scope, now)
-        have = [h.record.id for h in hits]
         rows = self.store.query(
-            f"SELECT {_columns('r')}, r.rowid AS rowid FROM records r WHERE {where} "
+            f"SELECT {_columns('r')} FROM records r WHERE {where} "
             "ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ?",
             [*params, limit],
         )
-        seen = set(have)
+        seen = {h.id for h in hits}
         out = list(hits)
         for row in rows:
             if len(out) >= limit:
                 break
             if row["id"] in seen:
                 continue
-            hit = _Hit(record=_row_to_record(row), rowid=int(row["rowid"]))
+            hit = _Hit(row=row)
             hit.paths.add("backfill")
             out.append(hit)
         return out
 
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:
         if self.config.event_time_tie_break:
-            return sorted(hits, key=lambda h: (-h.score, -_when(h.record).timestamp(), h.record.id))
-        return sorted(hits, key=lambda h: (-h.score, h.record.id))
+            # Newest first on ties: two sorts, as ISO text cannot be negated.
+            by_id = sorted(hits, key=lambda h: h.id)
+            by_time = sorted(by_id, key=lambda h: h.when, reverse=True)
+            return sorted(by_time, key=lambda h: -h.score)
+        return sorted(hits, key=lambda h: (-h.score, h.id))
 
 
-def _when(record: Record) -> datetime:
-    return record.event_time or record.created_at
-
-
-def _same_frame(a: Record, b: Record) -> bool:
+def _same_frame(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Fold only when nothing but the text would be lost: same speaker, date and state."""
     return (
-        a.speaker == b.speaker
-        and _when(a).date() == _when(b).date()
-        and a.lifecycle == b.lifecycle
-        and a.epistemic == b.epistemic
-        and a.tags == b.tags
-        and not a.conflicts_with
-        and not b.conflicts_with
+        a["speaker"] == b["speaker"]
+        and str(a["event_time"] or a["created_at"])[:10]
+        == str(b["event_time"] or b["created_at"])[:10]
+        and a["lifecycle"] == b["lifecycle"]
+        and a["epistemic"] == b["epistemic"]
+        and a["tags"] == b["tags"]
+        and a["conflicts_with"] == "[]"
+        and b["conflicts_with"] == "[]"
     )
 
 

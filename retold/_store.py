@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import anyio
 import structlog
@@ -645,18 +645,46 @@ class SQLiteStore:
         finally:
             self._give_back(conn)
 
+    def query_tuples(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Like :meth:`query` (same locking and deadline), as plain tuples: for hot read
+        paths such as vector and id scans, where building a dict per row is the cost."""
+        return cast("list[tuple[Any, ...]]", self._read(sql, params, tuples=True))
+
+    def _read(self, sql: str, params: Sequence[Any] | dict[str, Any], *, tuples: bool) -> list[Any]:
+        deadline = _ACTIVE_DEADLINE.get()
+        if deadline is not None and deadline.passed():
+            raise deadline.exceeded("a read")
+        if self._readers is None or getattr(self._local, "writing", False):
+            self._acquire(deadline, "waiting for the store lock")
+            try:
+                bound = None if getattr(self._local, "writing", False) else deadline
+                return self._run(self._conn, sql, params, bound, tuples=tuples)
+            finally:
+                self._lock.release()
+        conn = self._reader()
+        try:
+            return self._run(conn, sql, params, deadline, tuples=tuples)
+        finally:
+            self._give_back(conn)
+
     def _run(
         self,
         conn: sqlite3.Connection,
         sql: str,
         params: Sequence[Any] | dict[str, Any],
         deadline: Deadline | None,
-    ) -> list[dict[str, Any]]:
+        *,
+        tuples: bool = False,
+    ) -> list[Any]:
         if deadline is not None:
             conn.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
         cursor: sqlite3.Cursor | None = None
         try:
             cursor = conn.execute(sql, params)
+            if tuples:
+                return list(cursor.fetchall())
             keys = [d[0] for d in cursor.description or ()]
             return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
         except sqlite3.Error as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from retold import Principal, RecordDraft, SQLiteStore
+from retold._retrieval import RetrievalConfig
 from retold._bench_evidence import parse_session_time
 from retold.cli import main
 
@@ -83,13 +84,67 @@ def test_bench_evidence_rejects_a_bad_file(
 
 
 def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None:
-    """The retrieval benchmark reports latency percentiles and write throughput."""
+    """The retrieval benchmark runs dense on by default, 200 queries, and names its config."""
     report = run_json(
-        ["bench", "retrieval", "--records", "300", "--queries", "5", "--json"], capsys
+        ["bench", "retrieval", "--records", "300", "--queries", "200", "--json"], capsys
     )
-    assert report["records"] == 300
+    assert report["records"] == 300 and report["queries"] == 200
+    assert report["dense"] is True and report["embedder"] == "synthetic-hash:384"
+    assert report["queries_without_lexical_hit"] == 100
+    assert report["config_sha256"] == RetrievalConfig().sha256()
     assert report["p95_ms"] >= report["p50_ms"] > 0  # type: ignore[operator]
     assert report["write_records_per_s"] > 0  # type: ignore[operator]
+    off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
+    assert off["dense"] is False and off["embedder"] is None
+    assert off["config_sha256"] == RetrievalConfig(dense=False).sha256()
+
+
+def test_bench_retrieval_rejects_too_few_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fewer than 200 queries is bad input: exit 2, naming the field."""
+    assert main(["bench", "retrieval", "--records", "10", "--queries", "5"]) == 2
+    assert "queries" in capsys.readouterr().err
+
+
+def test_bench_evidence_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each path reports itself, its cap and budget; the 8-candidate paths see less than packing."""
+    base = ["bench", "evidence", "--data", str(DATA), "--retrieval", "lexical", "--json"]
+    pack = run_json([*base, "--path", "pack"], capsys)
+    orch = run_json([*base, "--path", "orchestrator"], capsys)
+    tool = run_json([*base, "--path", "tool"], capsys)
+    assert (pack["path"], pack["candidates"], pack["budget"]) == ("pack", 300, 4096)
+    assert (orch["path"], orch["candidates"], orch["budget"]) == ("orchestrator", 8, None)
+    assert (tool["path"], tool["candidates"], tool["budget"]) == ("tool", 8, 1024)
+    for report in (orch, tool):
+        assert report["questions"] == pack["questions"] == 30
+        assert 0 < report["rate"] < pack["rate"]  # type: ignore[operator]
+        assert set(report["by_category"]) == {"1", "2", "3", "4"}  # type: ignore[arg-type]
+    assert orch["mean_records_packed"] <= 8  # type: ignore[operator]
+    wide = run_json([*base, "--path", "orchestrator", "--candidates", "300"], capsys)
+    assert wide["rate"] >= orch["rate"]  # type: ignore[operator]
+
+
+def test_bench_evidence_orchestrator_uses_the_bundle_gap_planner(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With --bundle, gap queries come from the bundle's planner; unplanned questions miss."""
+    report = run_json(
+        [
+            "bench",
+            "evidence",
+            "--data",
+            str(DATA),
+            "--path",
+            "orchestrator",
+            "--bundle",
+            "offline-reference",
+            "--json",
+        ],
+        capsys,
+    )
+    assert report["bundle"] == "offline-reference"
+    no_gap = report["questions_without_gap"]
+    assert 0 < no_gap < report["questions"]  # type: ignore[operator]
+    assert report["all_evidence_packed"] <= report["questions"] - no_gap  # type: ignore[operator]
 
 
 def test_memory_search_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

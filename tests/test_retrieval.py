@@ -202,7 +202,7 @@ async def test_dense_stage_and_model_change_is_detected_not_mixed(
     )
     assert result.stale_embedding_models == ("test-hash-v1",)
     assert result.candidates[0].record.id == target
-    models = store.query("SELECT model_id, COUNT(*) AS n FROM retrieval_vectors GROUP BY model_id")
+    models = store.query("SELECT model_id, COUNT(*) AS n FROM vectors GROUP BY model_id")
     assert {r["model_id"]: r["n"] for r in models} == {"test-hash-v1": 2, "test-hash-v2": 2}
 
 
@@ -275,25 +275,67 @@ def test_query_terms_drop_function_words_but_never_empty() -> None:
 def test_delete_purges_entities_and_vectors_in_the_same_write(tmp_path: Path) -> None:
     """Deleting a record removes its entity names and vectors at once, even via the plain store."""
     from retold._retrieval import ensure_retrieval_schema, index_entities
+    from retold._vectors import write_vectors
 
     store = SQLiteStore(tmp_path / "purge.db")
     scope = Principal(tenant="acme", principal="alice")
     ensure_retrieval_schema(store)
     rec = store.add(scope, RecordDraft(text="Dinner with Margarethe Vasquez in Lisbon"))
     index_entities(store, scope)
-    with store.write() as w:
-        w.insert(
-            "retrieval_vectors",
-            {
-                "tenant": "acme",
-                "principal": "alice",
-                "record_id": rec.id,
-                "model_id": "m",
-                "dimensions": 1,
-                "vector": b"\0\0\0\0",
-            },
-        )
+    write_vectors(store, scope, "m", [rec.id], [[1.0, 0.0]])
+    assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [rec.id])
     assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id])
     SQLiteStore(tmp_path / "purge.db").delete(scope, rec.id)  # another connection, no retriever
     assert store.query("SELECT 1 FROM retrieval_entities WHERE record_id = ?", [rec.id]) == []
-    assert store.query("SELECT 1 FROM retrieval_vectors WHERE record_id = ?", [rec.id]) == []
+    assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [rec.id]) == []
+
+
+async def test_session_neighbours_never_bring_back_ambient_records(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """A neighbour the ambient profile already carries is not added by session expansion."""
+    ambient = add(store, alice, "Always answer briefly", session_id="s1", activation="ambient")
+    hit = add(store, alice, "I went to Lisbon", session_id="s1")
+    after = add(store, alice, "it was sunny", session_id="s1")
+    cfg = RetrievalConfig(dense=False, entity=False, session_window=2)
+    got = [c.record.id for c in await HybridRetriever(store, config=cfg).retrieve(alice, "lisbon")]
+    assert got[0] == hit and after in got and ambient not in got
+    # Found directly, an ambient record is still a candidate (the orchestrator drops it).
+    got = [c.record.id for c in await HybridRetriever(store, config=cfg).retrieve(alice, "briefly")]
+    assert ambient in got
+
+
+async def test_records_are_built_only_for_the_returned_top_k(
+    store: SQLiteStore, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranking runs on plain rows: Record models are built for the returned candidates only."""
+    import retold._retrieval as retrieval
+
+    for i in range(40):
+        add(store, alice, f"garden note {i} about tomatoes and basil", session_id=f"s{i % 4}")
+    built: list[str] = []
+    real = retrieval._row_to_record
+
+    def counting(row: dict[str, object]) -> object:
+        built.append(str(row["id"]))
+        return real(row)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retrieval, "_row_to_record", counting)
+    got = await HybridRetriever(store).retrieve(alice, "tomatoes basil garden", limit=3)
+    assert len(got) == 3 and sorted(built) == sorted(c.record.id for c in got)
+
+
+async def test_dense_vectors_are_embedded_once_per_record(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """A watermark makes later searches embed only the query and records written since."""
+    add(store, alice, "sourdough starter feeding schedule")
+    embedder = HashEmbedder()
+    retriever = HybridRetriever(store, config=RetrievalConfig(session_window=0), embedder=embedder)
+    await retriever.search(alice, "sourdough")
+    first = embedder.calls
+    await retriever.search(alice, "starter")
+    assert embedder.calls == first + 1  # the query only
+    new = add(store, alice, "rye starter notes")
+    got = await retriever.retrieve(alice, "rye")
+    assert embedder.calls == first + 3 and got[0].record.id == new

@@ -1,0 +1,99 @@
+"""Vector storage and the IVF index: scope, model keying, bounded reads, deletion, determinism."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import retold._vectors as vectors
+from retold import Principal, RecordDraft, SQLiteStore, UsageError
+from retold._vectors import dense_search, vector_counts, write_vectors
+
+SCOPE = Principal(tenant="acme", principal="alice")
+
+
+def clustered(n: int, dims: int = 16, seed: int = 3) -> list[list[float]]:
+    """``n`` vectors around four well-separated directions."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        v = [rng.gauss(0, 0.05) for _ in range(dims)]
+        v[(i % 4) * 3] += 1.0
+        out.append(v)
+    return out
+
+
+def filled(path: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[SQLiteStore, list[str]]:
+    monkeypatch.setattr(vectors, "DEFAULT_PROBE", 8)  # train from 16 vectors on
+    store = SQLiteStore(path)
+    ids = [store.add(SCOPE, RecordDraft(text=f"note {i}")).id for i in range(n)]
+    vecs = clustered(n)
+    for at in range(0, n, 10):  # batches, as ensure_vectors writes them
+        write_vectors(store, SCOPE, "m1", ids[at : at + 10], vecs[at : at + 10])
+    return store, ids
+
+
+def test_index_bounds_the_vectors_a_query_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past twice the probe size a scope is split into cells; a query reads only its nearest."""
+    store, ids = filled(tmp_path / "v.db", 64, monkeypatch)
+    cells = store.query("SELECT cell, size FROM vector_cells ORDER BY cell")
+    trained = store.query("SELECT trained_count FROM vector_indexes")[0]["trained_count"]
+    assert trained == 40  # built at 32+ (2 x 16), rebuilt at twice that: not yet at 64
+    assert len(cells) == round(math.sqrt(trained)) and sum(c["size"] for c in cells) == 64
+    read: list[int] = []
+    real = store.query_tuples
+
+    def spy(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        rows = real(sql, params)
+        if "FROM vectors" in sql:
+            read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store, "query_tuples", spy)
+    target = clustered(64)[5]
+    got = dense_search(store, SCOPE, "m1", target, 3, probe=8)
+    assert got[0][0] == ids[5] and got[0][1] > 0.99
+    assert read and read[-1] < 64  # not every vector of the scope
+    assert all(ids.index(rid) % 4 == 5 % 4 for rid, _ in got)
+
+
+def test_index_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same vectors written the same way give the same cells, byte for byte."""
+    a, _ = filled(tmp_path / "a.db", 40, monkeypatch)
+    b, _ = filled(tmp_path / "b.db", 40, monkeypatch)
+    sql = "SELECT cell, centroid, size FROM vector_cells ORDER BY cell"
+    assert a.query(sql) == b.query(sql) and a.query(sql)
+
+
+def test_vectors_are_keyed_by_model_and_scope(tmp_path: Path) -> None:
+    """Another model's or principal's vectors are never searched; dimensions are checked."""
+    store = SQLiteStore(tmp_path / "m.db")
+    bob = Principal(tenant="acme", principal="bob")
+    mine = store.add(SCOPE, RecordDraft(text="mine")).id
+    his = store.add(bob, RecordDraft(text="his")).id
+    write_vectors(store, SCOPE, "m1", [mine], [[1.0, 0.0]])
+    write_vectors(store, bob, "m1", [his], [[1.0, 0.0]])
+    write_vectors(store, SCOPE, "m2", [mine], [[0.0, 1.0, 0.0]])
+    assert [r for r, _ in dense_search(store, SCOPE, "m1", [1.0, 0.0], 5)] == [mine]
+    assert vector_counts(store, SCOPE) == {"m1": 1, "m2": 1}
+    with pytest.raises(UsageError, match="dimension"):
+        write_vectors(store, SCOPE, "m1", [mine], [[1.0, 0.0, 0.0]])
+    assert vector_counts(store, SCOPE) == {"m1": 1, "m2": 1}  # nothing half-written
+
+
+def test_deleting_a_record_removes_its_vectors_in_the_same_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deletion purges every model's vector of the record, and search no longer finds it."""
+    store, ids = filled(tmp_path / "d.db", 32, monkeypatch)
+    write_vectors(store, SCOPE, "m2", [ids[5]], [[1.0, 0.0]])
+    SQLiteStore(tmp_path / "d.db").delete(SCOPE, ids[5])  # another connection
+    assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [ids[5]]) == []
+    got = dense_search(store, SCOPE, "m1", clustered(32)[5], 40, probe=64)
+    assert ids[5] not in {r for r, _ in got} and len(got) == 31
