@@ -1090,8 +1090,10 @@ class UtilityAwareOrchestrator:
         ids = [c.record.id for c in candidates]
         marks = ", ".join("?" for _ in ids)
         rows = self.store.query(
+            # Unary + keeps the planner on the id index: on the scope index this would read
+            # every record of the principal (200 ms at 20k records).
             f"SELECT {_RECORD_COLUMNS} FROM records "
-            f"WHERE tenant = ? AND principal = ? AND id IN ({marks})",
+            f"WHERE +tenant = ? AND +principal = ? AND id IN ({marks})",
             [scope.tenant, scope.principal, *ids],
         )
         stored = {row["id"]: _row_to_record(row) for row in rows}
