@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import httpx2
 import openai
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from retold import Principal, SQLiteStore
 from retold._audit import AuditLog
 from retold._keys import KeyFile
+from retold.adapters import RetryPolicy
 from retold.gateway import DECISION_HEADER, Gateway, GatewayConfig, build_gateway
 from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
 
@@ -23,6 +23,14 @@ UPSTREAM_KEY = "sk-upstream-never-shown-7f3a9c"
 loopback = loopback_fixture(api_key=UPSTREAM_KEY)
 
 pytestmark = pytest.mark.anyio
+
+BOTH_BACKENDS = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The gateway runs under uvicorn (asyncio); the core paths also run on trio (marked)."""
+    return "asyncio"
 
 
 class FakeMonotonic:
@@ -79,6 +87,7 @@ async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
         upstream_model="up-model",
         upstream_api_key=UPSTREAM_KEY,
         upstream_timeout_s=1.0,
+        upstream_retry=RetryPolicy(initial_backoff=0.01, jitter=0),
         config=GatewayConfig(
             upstream_model="up-model",
             rate_limit_rps=0.01,
@@ -95,6 +104,7 @@ async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
     store.close()
 
 
+@BOTH_BACKENDS
 async def test_non_streaming_answer_with_decision_header(env: Env) -> None:
     """A plain create() returns the upstream's answer, a decision id header and one decision row."""
     async with env.client(env.alice) as client:
@@ -116,6 +126,7 @@ async def test_non_streaming_answer_with_decision_header(env: Env) -> None:
     assert sent["messages"][0] == {"role": "system", "content": "You are terse."}
 
 
+@BOTH_BACKENDS
 async def test_resent_history_is_recorded_once(env: Env) -> None:
     """Three calls resending the whole history leave each message once in the transcript."""
     history: list[dict[str, str]] = [{"role": "system", "content": "host context"}]
@@ -146,12 +157,16 @@ async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:
             model="m", messages=messages, extra_headers={"X-Retold-Session": "s-import"}
         )  # type: ignore[arg-type]
     turns = env.store.turns(ALICE, "s-import")
-    assert [t.text for t in turns] == ["old question", "old answer", "new question", "echo: new question"]
+    assert [t.text for t in turns] == [
+        "old question",
+        "old answer",
+        "new question",
+        "echo: new question",
+    ]
 
 
 # The openai SDK's stream iterators leave async generators for the GC to close, which trio
 # reports as a ResourceWarning; the SDK runs on asyncio, and the wire test below runs on both.
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_streaming_returns_content(env: Env) -> None:
     """stream=True through the SDK yields the whole answer in more than one chunk."""
     text = "a longer question so that the streamed answer needs more than one chunk to carry"
@@ -165,6 +180,7 @@ async def test_streaming_returns_content(env: Env) -> None:
     assert "".join(pieces) == f"echo: {text}"
 
 
+@BOTH_BACKENDS
 async def test_streaming_wire_is_sse_ending_with_done(env: Env) -> None:
     """The SSE body carries chunk objects, the decision header, and ends with [DONE]."""
     async with env.raw() as raw:
@@ -270,8 +286,16 @@ async def test_upstream_429_is_retried_and_answered(env: Env) -> None:
     ("body", "status", "param"),
     [
         (b"{not json", 400, "body"),
-        (json.dumps({"messages": [{"role": "user", "content": "x"}] * 9}).encode(), 400, "messages"),
-        (json.dumps({"messages": [{"role": "assistant", "content": "x"}]}).encode(), 400, "messages"),
+        (
+            json.dumps({"messages": [{"role": "user", "content": "x"}] * 9}).encode(),
+            400,
+            "messages",
+        ),
+        (
+            json.dumps({"messages": [{"role": "assistant", "content": "x"}]}).encode(),
+            400,
+            "messages",
+        ),
         (
             json.dumps(
                 {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}
@@ -299,6 +323,7 @@ async def test_bad_requests_name_the_field_and_write_nothing(
     assert env.upstream.chat_completions.requests == []
 
 
+@BOTH_BACKENDS
 async def test_session_end_extracts_in_the_background_scoped_to_the_key(env: Env) -> None:
     """Ending a session (202) extracts the principal's facts for them only, off the request."""
     async with env.client(env.alice) as client:
@@ -314,9 +339,7 @@ async def test_session_end_extracts_in_the_background_scoped_to_the_key(env: Env
         assert response.status_code == 202
         assert response.json() == {"session_id": "s1", "status": "ending"}
         await env.gateway.wait_for_session_ends()
-        bad = await raw.post(
-            "/v1/retold/sessions/s1/end", headers={"Authorization": "Bearer nope"}
-        )
+        bad = await raw.post("/v1/retold/sessions/s1/end", headers={"Authorization": "Bearer nope"})
     assert bad.status_code == 401
     texts = [r.text for r in env.store.list_records(ALICE)]
     assert any("Okafor" in t for t in texts)
@@ -374,5 +397,8 @@ async def test_upstream_key_reaches_upstream_only(env: Env, tmp_path: Path) -> N
         f"Bearer {UPSTREAM_KEY}"
     )
     env.store.close()
-    for path in tmp_path.glob("gateway.db*"):
-        assert UPSTREAM_KEY.encode() not in path.read_bytes()
+    assert UPSTREAM_KEY.encode() not in _db_bytes(tmp_path)
+
+
+def _db_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("gateway.db*")))

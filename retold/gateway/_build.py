@@ -11,7 +11,7 @@ import httpx
 from retold._errors import UsageError
 from retold._keys import KeyFile
 from retold._store import SQLiteStore
-from retold.adapters import AnthropicChatAdapter, ChatAdapter, OpenAIChatAdapter
+from retold.adapters import AnthropicChatAdapter, ChatAdapter, OpenAIChatAdapter, RetryPolicy
 from retold.adapters.chat import MemoryChat
 
 from ._app import Gateway, GatewayConfig
@@ -36,6 +36,7 @@ def build_gateway(
     upstream_provider: Provider = "openai",
     upstream_api_key: str | None = None,
     upstream_timeout_s: float = 60.0,
+    upstream_retry: RetryPolicy | None = None,
     config: GatewayConfig | None = None,
     http_client: httpx.AsyncClient | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -61,6 +62,7 @@ def build_gateway(
             api_key=upstream_api_key,
             http_client=http_client,
             read_timeout=upstream_timeout_s,
+            retry=upstream_retry,
         )
     elif upstream_provider == "anthropic":
         adapter = AnthropicChatAdapter(
@@ -69,6 +71,7 @@ def build_gateway(
             api_key=upstream_api_key,
             http_client=http_client,
             read_timeout=upstream_timeout_s,
+            retry=upstream_retry,
         )
     else:
         raise UsageError(
