@@ -135,5 +135,10 @@ def _serve(args: argparse.Namespace) -> int:
                 timeout_graceful_shutdown=int(args.shutdown_timeout_s) or None,
             )
         )
-        server.run()
+        try:
+            server.run()
+        except KeyboardInterrupt:
+            # uvicorn re-raises the SIGINT it captured once the graceful shutdown is done.
+            pass
+        print("retold serve: stopped", file=sys.stderr, flush=True)
     return 0
