@@ -44,6 +44,12 @@ def register(sub: Any) -> None:
         default=60.0,
         help="read timeout of one upstream call, seconds (raise it for slow local models)",
     )
+    p.add_argument(
+        "--policy-timeout-ms",
+        type=int,
+        help="gap and admission policy timeout, ms (default: the bundle's 2000; raise it for "
+        "a slow local model serving the model-backed bundle)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
     p.add_argument(
@@ -101,6 +107,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise InvalidInputError.from_validation_error(exc) from exc
     if args.upstream_timeout_s <= 0:
         raise InvalidInputError("upstream-timeout-s", "must be > 0")
+    if args.policy_timeout_ms is not None and args.policy_timeout_ms <= 0:
+        raise InvalidInputError("policy-timeout-ms", "must be > 0")
     keys = KeyFile(args.keys)
     keys.entries()  # a broken keys file is a start-up error, not a 500 per request
     api_key = os.environ.get(UPSTREAM_KEY_ENV) or None
@@ -115,6 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
             upstream_provider=args.upstream_provider,
             upstream_api_key=api_key,
             upstream_timeout_s=args.upstream_timeout_s,
+            policy_timeout_ms=args.policy_timeout_ms,
             config=config,
         )
         mode = "live" if args.live else "shadow"

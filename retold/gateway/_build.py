@@ -37,6 +37,7 @@ def build_gateway(
     upstream_api_key: str | None = None,
     upstream_timeout_s: float = 60.0,
     upstream_retry: RetryPolicy | None = None,
+    policy_timeout_ms: int | None = None,
     config: GatewayConfig | None = None,
     http_client: httpx.AsyncClient | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -46,6 +47,9 @@ def build_gateway(
 
     Shadow mode unless ``live``; live mode needs a passing fitness result for the bundle
     recorded in ``store`` (``retold fitness --bundle NAME --db DB --record``).
+    ``policy_timeout_ms`` replaces the bundle's gap and admission timeouts (a slow local
+    model needs more than the default 2 s, or every policy call times out and the turn
+    answers with the baseline draft).
 
     Raises:
         UsageError: an unknown bundle or provider, a bad URL, or (``UnfittedBundleError``)
@@ -80,7 +84,10 @@ def build_gateway(
     cfg = config or GatewayConfig(upstream_model=upstream_model)
     metrics = GatewayMetrics()
     model = CountingModel(adapter, metrics)
+    overrides: dict[str, int] = {}
+    if policy_timeout_ms is not None:
+        overrides = {"gap_timeout_ms": policy_timeout_ms, "admission_timeout_ms": policy_timeout_ms}
     chat = MemoryChat.from_bundle(
-        store=store, bundle=b, model=model, config=b.config(shadow=not live)
+        store=store, bundle=b, model=model, config=b.config(shadow=not live, **overrides)
     )
     return Gateway(chat, keys, cfg, metrics=metrics, clock=clock, wall_clock=wall_clock)
