@@ -58,6 +58,12 @@ def register(sub: Any) -> None:
         default=1800.0,
         help="end a session after this many idle seconds (default 1800)",
     )
+    p.add_argument(
+        "--session-end-wait-s",
+        type=float,
+        default=5.0,
+        help="longest a turn waits for its principal's pending session ends (default 5)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=1_048_576, help="request body cap")
     p.add_argument("--max-messages", type=int, default=256, help="messages per request cap")
     p.add_argument("--rate-limit-rps", type=float, default=5.0, help="per-key requests/second")
@@ -100,6 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
             rate_limit_rps=args.rate_limit_rps,
             rate_limit_burst=args.rate_limit_burst,
             session_idle_s=args.session_idle_s,
+            session_end_wait_s=args.session_end_wait_s,
             turn_timeout_s=args.turn_timeout_s,
             shutdown_timeout_s=args.shutdown_timeout_s,
         )
