@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ._activation import ReviewQueue
+from ._activation_review import ReviewQueue
 from ._errors import InvalidInputError
 from ._records import Principal
 from ._retrieval import HybridRetriever
