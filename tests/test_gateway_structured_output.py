@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from retold import AdapterHTTPError
+from retold import AdapterHTTPError, SQLiteStore
+from retold._keys import KeyFile
 from retold.adapters import ChatMessage, OpenAIChatAdapter, RetryPolicy
 from retold.adapters.openai import refuses_structured_output
-from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_json
+from retold.cli import main
+from retold.gateway import GatewayConfig, build_gateway
+from retold.testing import (
+    LoopbackServer,
+    RecordedRequest,
+    Reply,
+    loopback_fixture,
+    openai_chat,
+    openai_json,
+)
 
 loopback = loopback_fixture()
 
@@ -100,3 +113,53 @@ async def test_unstructured_calls_never_fall_back(loopback: LoopbackServer) -> N
 def test_refusal_detection(status: int, body: str, refused: bool) -> None:
     """Only validation-style statuses whose body names the structured-output field count."""
     assert refuses_structured_output(status, body) is refused
+
+
+@pytest.mark.anyio
+async def test_gateway_turn_survives_a_refusing_upstream_and_reports_the_mode(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """With the model-backed bundle the refused policy calls fall back; the turn answers 200."""
+
+    def upstream(request: RecordedRequest) -> Reply:
+        fmt = request.json.get("response_format")
+        if fmt is not None and fmt["type"] == "json_schema":
+            return LLAMA_REFUSAL
+        if fmt is not None:
+            return openai_json({"unexpected": "shape"})(request)  # prose-like: not the policy's
+        return openai_chat("plain answer")(request)
+
+    loopback.chat_completions.respond_with(upstream)
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    db = str(tmp_path / "g.db")
+    seeded = ["memory", "add", "--db", db, "--tenant", "acme", "--principal", "alice"]
+    assert main([*seeded, "--kind", "fact", "My sister Ana lives in Lisbon."]) == 0
+    store = SQLiteStore(db)
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="reference",
+        live=False,
+        upstream_base_url=loopback.openai_base_url,
+        upstream_model="m",
+        upstream_retry=FAST,
+        config=GatewayConfig(upstream_model="m"),
+    )
+    async with (
+        gateway,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=gateway.app), base_url="http://gw"
+        ) as client,
+    ):
+        response = await client.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"messages": [{"role": "user", "content": "What did I say about my sister?"}]},
+        )
+        metrics = (await client.get("/metrics")).text
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "plain answer"
+    assert 'retold_gateway_upstream_structured_output_mode{mode="json_object"} 1.0' in metrics
+    assert 'retold_gateway_upstream_structured_output_mode{mode="json_schema"} 0.0' in metrics
+    store.close()

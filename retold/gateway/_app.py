@@ -274,7 +274,15 @@ class Gateway:
     async def _authenticate(self, request: Request, route: str) -> ApiKeyEntry | JSONResponse:
         header = request.headers.get("authorization", "")
         presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
-        entry = await anyio.to_thread.run_sync(self.keys.lookup, presented) if presented else None
+        try:
+            entry = (
+                await anyio.to_thread.run_sync(self.keys.lookup, presented) if presented else None
+            )
+        except RetoldError as exc:
+            log.error("gateway_keys_unreadable", error=type(exc).__name__)
+            return self._error(
+                route, 503, "The gateway's keys file cannot be read.", type="server_error"
+            )
         if entry is None:
             return self._error(
                 route,
@@ -315,6 +323,8 @@ class Gateway:
     # -- routes -------------------------------------------------------------------------
 
     async def _metrics(self, request: Request) -> Response:
+        model = getattr(self.chat.model, "inner", self.chat.model)
+        self.metrics.observe_structured_output(getattr(model, "accepted_structured_output", None))
         return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def _models(self, request: Request) -> Response:
@@ -382,6 +392,14 @@ class Gateway:
             reply = await self._turn(scope, session_id, chat_request)
         except _Upstream as exc:
             return self._error(route, exc.status, exc.message, type="api_error", code=exc.code)
+        except InvalidInputError as exc:
+            return self._error(route, 400, str(exc), type="invalid_request_error", param=exc.field)
+        except Exception as exc:
+            # Never a traceback or a body to the client; the type goes to the log.
+            log.error("gateway_turn_failed", session_id=session_id, error=type(exc).__name__)
+            return self._error(
+                route, 500, "The turn failed inside the gateway.", type="server_error"
+            )
         elapsed = anyio.current_time() - started
         decision = reply.decision
         disposition = decision.disposition.value if decision is not None else "no_decision"

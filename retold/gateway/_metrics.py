@@ -6,7 +6,7 @@ import contextvars
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["CONTENT_TYPE_LATEST", "CountingModel", "GatewayMetrics"]
@@ -60,6 +60,21 @@ class GatewayMetrics:
             ["trigger", "outcome"],
             registry=r,
         )
+
+        self.structured_output = Gauge(
+            "retold_gateway_upstream_structured_output_mode",
+            "1 for the structured-output mode the upstream accepted (json_schema, json_object, "
+            "prompt); absent until a structured call succeeded.",
+            ["mode"],
+            registry=r,
+        )
+
+    def observe_structured_output(self, mode: str | None) -> None:
+        """Record the structured-output mode the upstream accepted (None: not known yet)."""
+        if mode is None:
+            return
+        for known in ("json_schema", "json_object", "prompt"):
+            self.structured_output.labels(mode=known).set(1 if known == mode else 0)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
