@@ -402,3 +402,35 @@ async def test_upstream_key_reaches_upstream_only(env: Env, tmp_path: Path) -> N
 
 def _db_bytes(directory: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("gateway.db*")))
+
+
+async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> None:
+    """--upstream-provider anthropic speaks the Messages API upstream and OpenAI to the client."""
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    store = SQLiteStore(tmp_path / "a.db")
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.anthropic_base_url,
+        upstream_model="claude-test",
+        upstream_provider="anthropic",
+        upstream_api_key=UPSTREAM_KEY,
+    )
+    async with gateway:
+        client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url="http://gateway.test/v1",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.ASGITransport(app=gateway.app)),
+        )
+        async with client:
+            completion = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi there"}]
+            )
+    assert completion.choices[0].message.content == "echo: hi there"
+    sent = loopback.messages.requests[0]
+    assert sent.headers["x-api-key"] == UPSTREAM_KEY
+    store.close()
