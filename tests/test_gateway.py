@@ -250,6 +250,9 @@ async def test_upstream_5xx_becomes_502_without_secrets(env: Env) -> None:
         )
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "upstream_error"
+    row = AuditLog(env.store).decision_rows(principal="alice")[-1]
+    assert response.headers[DECISION_HEADER] == row["id"]
+    assert row["disposition"] == "baseline_policy_failure"
     assert UPSTREAM_KEY not in response.text
     async with env.client(env.alice) as client:
         env.upstream.chat_completions.push(*[Reply.error(503) for _ in range(3)])

@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from retold._audit import AuditLog
 from retold._errors import AdapterHTTPError, InvalidInputError, PolicyError, RetoldError
 from retold._keys import ApiKeyEntry, KeyFile
 from retold._records import Principal, Role, TranscriptTurn, _scope_id
@@ -86,6 +87,7 @@ class _Upstream(Exception):
     def __init__(self, status: int, message: str, code: str) -> None:
         super().__init__(message)
         self.status, self.message, self.code = status, message, code
+        self.decision_id: str | None = None
 
 
 @dataclass
@@ -391,7 +393,12 @@ class Gateway:
         try:
             reply = await self._turn(scope, session_id, chat_request)
         except _Upstream as exc:
-            return self._error(route, exc.status, exc.message, type="api_error", code=exc.code)
+            headers = {SESSION_HEADER: session_id}
+            if exc.decision_id is not None:
+                headers[DECISION_HEADER] = exc.decision_id
+            return self._error(
+                route, exc.status, exc.message, type="api_error", code=exc.code, headers=headers
+            )
         except InvalidInputError as exc:
             return self._error(route, 400, str(exc), type="invalid_request_error", param=exc.field)
         except Exception as exc:
@@ -455,17 +462,39 @@ class Gateway:
                         )
                 except TimeoutError:
                     log.warning("gateway_turn_timed_out", session_id=session_id)
-                    raise _Upstream(
-                        504, "The turn did not finish in time.", "upstream_timeout"
-                    ) from None
+                    failed = _Upstream(504, "The turn did not finish in time.", "upstream_timeout")
+                    failed.decision_id = await self._failed_decision(scope, session_id)
+                    raise failed from None
                 except (AdapterHTTPError, PolicyError) as exc:
-                    raise _classify(exc, session_id) from None
+                    failed = _classify(exc, session_id)
+                    failed.decision_id = await self._failed_decision(scope, session_id)
+                    raise failed from None
                 finally:
                     session.last_seen = self._clock()
         finally:
             self.metrics.turn_model_calls.observe(box[0])
             GatewayMetrics.end_turn(token)
         return reply
+
+    async def _failed_decision(self, scope: Principal, session_id: str) -> str | None:
+        """The decision row a failed turn wrote (the draft failure is logged before raising)."""
+
+        def find() -> str | None:
+            turns = self.chat.store.turns(scope, session_id)
+            if not turns or turns[-1].role is not Role.USER:
+                return None
+            rows = AuditLog(self.chat.store).decision_rows(
+                tenant=scope.tenant, principal=scope.principal, session_id=session_id
+            )
+            mine = [r for r in rows if r["turn_index"] == turns[-1].turn_index]
+            return str(mine[-1]["id"]) if mine else None
+
+        try:
+            with anyio.fail_after(5):
+                return await anyio.to_thread.run_sync(find, abandon_on_cancel=True)
+        except Exception as exc:
+            log.warning("gateway_decision_lookup_failed", error=type(exc).__name__)
+            return None
 
     async def _record_history(self, scope: Principal, session_id: str, req: ChatRequest) -> None:
         """Record the client's earlier messages the session does not hold yet."""
