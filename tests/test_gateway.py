@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import httpx2
 import openai
 import pytest
@@ -437,3 +438,24 @@ async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> N
     sent = loopback.messages.requests[0]
     assert sent.headers["x-api-key"] == UPSTREAM_KEY
     store.close()
+
+
+async def test_concurrent_turns_in_one_session_are_serialised(env: Env) -> None:
+    """Two turns arriving together in one session get distinct, ordered transcript slots."""
+    async with env.client(env.alice) as client:
+
+        async def ask(text: str) -> None:
+            await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={"X-Retold-Session": "shared"},
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "one")
+            tg.start_soon(ask, "two")
+    turns = env.store.turns(ALICE, "shared")
+    assert [t.turn_index for t in turns] == [0, 1, 2, 3]
+    assert sorted(t.text for t in turns if t.role.value == "user") == ["one", "two"]
+    pairs = [(turns[i].text, turns[i + 1].text) for i in (0, 2)]
+    assert all(answer == f"echo: {question}" for question, answer in pairs)
