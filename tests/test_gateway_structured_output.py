@@ -126,7 +126,7 @@ async def test_gateway_turn_survives_a_refusing_upstream_and_reports_the_mode(
         if fmt is not None and fmt["type"] == "json_schema":
             return LLAMA_REFUSAL
         if fmt is not None:
-            return openai_json({"unexpected": "shape"})(request)  # prose-like: not the policy's
+            return openai_chat("Sure! I think the answer is yes.")(request)  # prose, not JSON
         return openai_chat("plain answer")(request)
 
     loopback.chat_completions.respond_with(upstream)
