@@ -54,6 +54,8 @@ __all__ = ["DECISION_HEADER", "SESSION_HEADER", "Gateway", "GatewayConfig"]
 
 log = structlog.get_logger(__name__)
 
+_KEYS_TIMEOUT_S = 5.0  # reading the keys file is local; past this the disk is in trouble
+
 DECISION_HEADER = "X-Retold-Decision"
 SESSION_HEADER = "X-Retold-Session"
 
@@ -277,10 +279,13 @@ class Gateway:
         header = request.headers.get("authorization", "")
         presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
         try:
-            entry = (
-                await anyio.to_thread.run_sync(self.keys.lookup, presented) if presented else None
-            )
-        except RetoldError as exc:
+            entry = None
+            if presented:
+                with anyio.fail_after(_KEYS_TIMEOUT_S):
+                    entry = await anyio.to_thread.run_sync(
+                        self.keys.lookup, presented, abandon_on_cancel=True
+                    )
+        except (RetoldError, TimeoutError, OSError) as exc:
             log.error("gateway_keys_unreadable", error=type(exc).__name__)
             return self._error(
                 route, 503, "The gateway's keys file cannot be read.", type="server_error"
