@@ -459,3 +459,32 @@ async def test_concurrent_turns_in_one_session_are_serialised(env: Env) -> None:
     assert sorted(t.text for t in turns if t.role.value == "user") == ["one", "two"]
     pairs = [(turns[i].text, turns[i + 1].text) for i in (0, 2)]
     assert all(answer == f"echo: {question}" for question, answer in pairs)
+
+
+async def test_shutdown_ends_open_sessions(tmp_path: Path, loopback: LoopbackServer) -> None:
+    """Leaving the gateway ends the sessions still open, so their facts are extracted."""
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    store = SQLiteStore(tmp_path / "s.db")
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.openai_base_url,
+        upstream_model="m",
+        upstream_api_key=UPSTREAM_KEY,
+    )
+    async with gateway:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gw"
+        ) as raw:
+            response = await raw.post(
+                "/v1/chat/completions",
+                headers={"Authorization": f"Bearer {key}", "X-Retold-Session": "open"},
+                json={"messages": [{"role": "user", "content": "My sister Ana lives in Lisbon."}]},
+            )
+            assert response.status_code == 200
+        assert store.list_records(ALICE) == []
+    assert any("Lisbon" in r.text for r in store.list_records(ALICE))
+    store.close()

@@ -176,10 +176,14 @@ class Gateway:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        tg, self._tg = self._tg, None
-        if tg is None:
+        if self._tg is None:
             return
-        # Session ends already started finish (bounded); then the reaper is cancelled.
+        # Sessions still open are ended too (extraction is incremental and idempotent, so a
+        # session that continues after a restart loses nothing); every end gets the shutdown
+        # timeout to finish, then the reaper and whatever is left are cancelled.
+        for tenant, principal, session_id in list(self._sessions):
+            self.end_session(Principal(tenant=tenant, principal=principal), session_id, "shutdown")
+        tg, self._tg = self._tg, None
         with anyio.move_on_after(self.config.shutdown_timeout_s) as scope:
             await self.wait_for_session_ends()
         if scope.cancelled_caught:
