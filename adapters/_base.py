@@ -19,7 +19,7 @@ import math
 import os
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -357,8 +357,12 @@ class _HTTPSession:
         *,
         headers: Mapping[str, str],
         deadline: float | None,
+        final: Callable[[int, str], bool] | None = None,
     ) -> tuple[int, Any]:
         """POST ``payload`` and return (status, parsed JSON body) of a 2xx answer.
+
+        ``final(status, body)`` returning True makes an error status final (no retry),
+        e.g. a 500 that is a validation refusal rather than a transient failure.
 
         Raises:
             AdapterHTTPError: an error status after the allowed retries, a retry that would
@@ -485,7 +489,7 @@ class _HTTPSession:
                 status_code=status,
                 elapsed_ms=elapsed_ms,
             )
-            if not _retryable(status):
+            if not _retryable(status) or (final is not None and final(status, body)):
                 raise self._error(status, body, f"{self.provider} returned HTTP {status}")
             if attempt >= self.retry.max_attempts:
                 raise self._error(

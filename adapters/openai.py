@@ -5,6 +5,14 @@ segment (``https://api.openai.com/v1``, ``http://localhost:11434/v1``). Structur
 goes out as ``response_format`` of type ``json_schema`` by default; servers that only know
 ``json_object`` (or neither) are served with ``structured_output="json_object"`` or
 ``"prompt"``, which also put the schema into a system instruction.
+
+Fallback: a server that refuses the structured-output request with a validation error
+(llama.cpp's server answers ``json_schema`` with a 500 naming the field) is asked again in
+the next mode, ``json_schema`` -> ``json_object`` (with the schema, which llama.cpp
+enforces) -> ``prompt``, within the same call, so the turn is not dropped. The mode the
+server accepted is kept for the adapter's later calls, recorded in
+:attr:`OpenAIChatAdapter.accepted_structured_output` and logged once
+(``structured_output_mode_accepted``).
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
+import structlog
 
-from retold._errors import UsageError
+from retold._errors import AdapterHTTPError, UsageError
 
 from ._base import (
     ChatAdapter,
@@ -36,6 +45,25 @@ __all__ = ["OpenAIChatAdapter"]
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 StructuredOutput = Literal["json_schema", "json_object", "prompt"]
+
+_log = structlog.get_logger(__name__)
+
+_NEXT_MODE: dict[str, StructuredOutput] = {"json_schema": "json_object", "json_object": "prompt"}
+# Statuses a server uses to refuse a request body it cannot validate (llama.cpp: 500).
+_REFUSAL_STATUSES = frozenset({400, 415, 422, 500, 501})
+_REFUSAL_MARKERS = ("response_format", "json_schema", "json_object", "schema")
+
+
+def refuses_structured_output(status: int, body: str) -> bool:
+    """Whether an error answer is the server refusing the structured-output request itself.
+
+    A validation-style status whose body names the structured-output field; a plain 500
+    without such a mention is a transient failure and keeps its retries.
+    """
+    if status not in _REFUSAL_STATUSES:
+        return False
+    text = body.lower()
+    return any(marker in text for marker in _REFUSAL_MARKERS)
 
 
 def _schema_instruction(schema: Mapping[str, Any] | None) -> str:
@@ -97,6 +125,8 @@ class OpenAIChatAdapter(ChatAdapter):
                 f"got {structured_output!r}"
             )
         self.structured_output: StructuredOutput = structured_output
+        self.accepted_structured_output: StructuredOutput | None = None
+        """The structured-output mode this server accepted (None until one succeeded)."""
         self._headers = dict(extra_headers or {})
         if organization:
             self._headers["openai-organization"] = organization
@@ -134,6 +164,72 @@ class OpenAIChatAdapter(ChatAdapter):
                 ],
             }
         return {"role": message.role, "content": message.content}
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        response_schema: Mapping[str, Any] | None = None,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        deadline: float | None = None,
+    ) -> Completion:
+        """Ask the model for one reply (see :meth:`ChatAdapter.complete`).
+
+        A structured request the server refuses is retried once per weaker mode (see the
+        module docstring) before the refusal is raised.
+        """
+        structured = response_schema is not None or json_mode
+        while True:
+            mode = self.structured_output
+            payload = self.build_payload(
+                messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                response_schema=response_schema,
+                json_mode=json_mode,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+            probing = structured and mode != "prompt" and self.accepted_structured_output is None
+            try:
+                status, body = await self._http.post_json(
+                    self.endpoint,
+                    payload,
+                    headers=self._request_headers(),
+                    deadline=deadline,
+                    final=refuses_structured_output if probing else None,
+                )
+            except AdapterHTTPError as exc:
+                if not probing or not refuses_structured_output(exc.status_code, exc.body):
+                    raise
+                fallback = _NEXT_MODE[mode]
+                if mode == "json_schema" and response_schema is None:
+                    fallback = "prompt"  # json_mode alone went out as json_object already
+                _log.warning(
+                    "structured_output_refused",
+                    provider=self.provider,
+                    base_url=self.base_url,
+                    model=self.model,
+                    mode=mode,
+                    status_code=exc.status_code,
+                    fallback=fallback,
+                )
+                self.structured_output = fallback
+                continue
+            if structured and self.accepted_structured_output is None:
+                self.accepted_structured_output = mode
+                _log.info(
+                    "structured_output_mode_accepted",
+                    provider=self.provider,
+                    base_url=self.base_url,
+                    model=self.model,
+                    mode=mode,
+                )
+            return self.parse_response(status, body, structured=structured)
 
     def build_payload(
         self,
@@ -183,6 +279,10 @@ class OpenAIChatAdapter(ChatAdapter):
             else:
                 if mode != "prompt":
                     payload["response_format"] = {"type": "json_object"}
+                    if response_schema is not None:
+                        # llama.cpp and others constrain decoding to this schema; servers
+                        # that do not know the field ignore it, and the instruction remains.
+                        payload["response_format"]["schema"] = dict(response_schema)
                 wire.insert(0, {"role": "system", "content": _schema_instruction(response_schema)})
         if max_tokens is not None:
             if max_tokens < 1:

@@ -198,16 +198,16 @@ async def test_json_schema_output(make_adapter: MakeAdapter, loopback: LoopbackS
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("mode", "response_format"),
-    [("json_object", {"type": "json_object"}), ("prompt", None)],
+    [("json_object", {"type": "json_object", "schema": {"type": "object"}}), ("prompt", None)],
     ids=["json_object", "prompt"],
 )
 async def test_json_fallback_modes(
     make_adapter: MakeAdapter,
     loopback: LoopbackServer,
     mode: str,
-    response_format: dict[str, str] | None,
+    response_format: dict[str, object] | None,
 ) -> None:
-    """Servers without json_schema get json_object (or nothing) plus the schema as an instruction."""
+    """Servers without json_schema get json_object with the schema (or nothing), plus the schema as an instruction."""
     loopback.chat_completions.push(openai_json({"tea": "green"}))
     async with make_adapter(structured_output=mode) as model:
         reply = await model.complete(USER, response_schema={"type": "object"})

@@ -18,12 +18,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import InvalidInputError, RetoldError, UsageError
-from . import _bench, _decisions, _fitness, _memory, _profile, _review
+from . import _bench, _decisions, _fitness, _keys, _mcp, _memory, _profile, _review, _serve
 
 __all__ = ["main"]
 
 # Command groups, in the order ``retold --help`` lists them.
-_GROUPS = [_memory, _profile, _review, _decisions, _bench, _fitness]
+_GROUPS = [_memory, _profile, _review, _decisions, _bench, _fitness, _serve, _keys, _mcp]
 
 # Options that name files: a file name is whatever bytes the OS allows, so these are the
 # only arguments not required to be valid UTF-8.

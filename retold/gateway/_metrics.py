@@ -1,0 +1,121 @@
+"""The gateway's Prometheus metrics, on a registry of their own (never the global one)."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "CountingModel", "GatewayMetrics"]
+
+_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_CALL_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 15)
+
+# The model calls of the turn being served; set per request, inherited by its tasks.
+_turn_calls: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "retold_gateway_turn_calls", default=None
+)
+
+
+class GatewayMetrics:
+    """Counters and histograms an operator scrapes at ``/metrics``."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "retold_gateway_requests",
+            "HTTP requests answered, by route and status code.",
+            ["route", "status"],
+            registry=r,
+        )
+        self.turn_seconds = Histogram(
+            "retold_gateway_turn_seconds",
+            "Wall time of one chat turn through Retold, by disposition.",
+            ["disposition"],
+            buckets=_TURN_BUCKETS,
+            registry=r,
+        )
+        self.turn_model_calls = Histogram(
+            "retold_gateway_turn_model_calls",
+            "Upstream model calls made for one chat turn (drafts, policies, regeneration, tools).",
+            buckets=_CALL_BUCKETS,
+            registry=r,
+        )
+        self.model_calls = Counter(
+            "retold_gateway_model_calls",
+            "Upstream model calls, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "retold_gateway_rate_limited", "Requests refused by the per-key rate limit.", registry=r
+        )
+        self.sessions_ended = Counter(
+            "retold_gateway_sessions_ended",
+            "Sessions ended (extraction and activation run), by trigger and outcome.",
+            ["trigger", "outcome"],
+            registry=r,
+        )
+
+        self.structured_output = Gauge(
+            "retold_gateway_upstream_structured_output_mode",
+            "1 for the structured-output mode the upstream accepted (json_schema, json_object, "
+            "prompt); absent until a structured call succeeded.",
+            ["mode"],
+            registry=r,
+        )
+
+    def observe_structured_output(self, mode: str | None) -> None:
+        """Record the structured-output mode the upstream accepted (None: not known yet)."""
+        if mode is None:
+            return
+        for known in ("json_schema", "json_object", "prompt"):
+            self.structured_output.labels(mode=known).set(1 if known == mode else 0)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)
+
+    @staticmethod
+    def start_turn() -> tuple[list[int], contextvars.Token[list[int] | None]]:
+        """Begin counting this turn's model calls (in the current context)."""
+        box = [0]
+        return box, _turn_calls.set(box)
+
+    @staticmethod
+    def end_turn(token: contextvars.Token[list[int] | None]) -> None:
+        _turn_calls.reset(token)
+
+
+class CountingModel:
+    """A chat model wrapper counting calls for the metrics; everything else passes through."""
+
+    def __init__(self, inner: Any, metrics: GatewayMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self.model = getattr(inner, "model", "upstream")
+        self.supports_tools = getattr(inner, "supports_tools", True)
+
+    @property
+    def inner(self) -> Any:
+        """The wrapped adapter."""
+        return self._inner
+
+    async def complete(self, messages: Sequence[Any], **kwargs: Any) -> Any:
+        box = _turn_calls.get()
+        if box is not None:
+            box[0] += 1
+        try:
+            result = await self._inner.complete(messages, **kwargs)
+        except Exception:
+            self._metrics.model_calls.labels(outcome="error").inc()
+            raise
+        self._metrics.model_calls.labels(outcome="ok").inc()
+        return result
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

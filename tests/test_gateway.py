@@ -1,0 +1,490 @@
+"""The gateway through the official openai SDK, in process (httpx ASGITransport, no socket)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+import openai
+import pytest
+
+from retold import Principal, SQLiteStore
+from retold._audit import AuditLog
+from retold._keys import KeyFile
+from retold.adapters import RetryPolicy
+from retold.gateway import DECISION_HEADER, Gateway, GatewayConfig, build_gateway
+from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
+
+UPSTREAM_KEY = "sk-upstream-never-shown-7f3a9c"
+
+loopback = loopback_fixture(api_key=UPSTREAM_KEY)
+
+pytestmark = pytest.mark.anyio
+
+BOTH_BACKENDS = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The gateway runs under uvicorn (asyncio); the core paths also run on trio (marked)."""
+    return "asyncio"
+
+
+class FakeMonotonic:
+    """A monotonic clock that only moves when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Env:
+    gateway: Gateway
+    store: SQLiteStore
+    keys: KeyFile
+    alice: str
+    bob: str
+    clock: FakeMonotonic
+    upstream: LoopbackServer
+
+    def client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url="http://gateway.test/v1",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.ASGITransport(app=self.gateway.app)),
+        )
+
+    def raw(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=self.gateway.app), base_url="http://gateway.test"
+        )
+
+
+ALICE = Principal(tenant="acme", principal="alice")
+BOB = Principal(tenant="acme", principal="bob")
+
+
+@pytest.fixture
+async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
+    store = SQLiteStore(tmp_path / "gateway.db")
+    keys = KeyFile(tmp_path / "keys.json")
+    alice, _ = keys.add("acme", "alice")
+    bob, _ = keys.add("acme", "bob")
+    clock = FakeMonotonic()
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.openai_base_url,
+        upstream_model="up-model",
+        upstream_api_key=UPSTREAM_KEY,
+        upstream_timeout_s=1.0,
+        upstream_retry=RetryPolicy(initial_backoff=0.01, jitter=0),
+        config=GatewayConfig(
+            upstream_model="up-model",
+            rate_limit_rps=0.01,
+            rate_limit_burst=5,
+            session_idle_s=60,
+            max_messages=8,
+            max_body_bytes=4096,
+        ),
+        clock=clock,
+        wall_clock=lambda: 1767225600.0,
+    )
+    async with gateway:
+        yield Env(gateway, store, keys, alice, bob, clock, loopback)
+    store.close()
+
+
+@BOTH_BACKENDS
+async def test_non_streaming_answer_with_decision_header(env: Env) -> None:
+    """A plain create() returns the upstream's answer, a decision id header and one decision row."""
+    async with env.client(env.alice) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="anything",
+            messages=[
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "hello there"},
+            ],
+        )
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "echo: hello there"
+    assert completion.model == "up-model"
+    decision_id = raw.headers[DECISION_HEADER]
+    rows = AuditLog(env.store).decision_rows(principal="alice")
+    assert [r["id"] for r in rows] == [decision_id]
+    sent = env.upstream.chat_completions.requests[0].json
+    assert sent["model"] == "up-model"
+    assert sent["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
+@BOTH_BACKENDS
+async def test_resent_history_is_recorded_once(env: Env) -> None:
+    """Three calls resending the whole history leave each message once in the transcript."""
+    history: list[dict[str, str]] = [{"role": "system", "content": "host context"}]
+    async with env.client(env.alice) as client:
+        for text in ("first question", "second question", "third question"):
+            history.append({"role": "user", "content": text})
+            completion = await client.chat.completions.create(model="m", messages=history)  # type: ignore[arg-type]
+            history.append(
+                {"role": "assistant", "content": completion.choices[0].message.content or ""}
+            )
+    sessions = {r["session_id"] for r in AuditLog(env.store).decision_rows(principal="alice")}
+    assert len(sessions) == 1
+    turns = env.store.turns(ALICE, sessions.pop())
+    assert [(t.role.value, t.text) for t in turns] == [
+        (m["role"], m["content"]) for m in history[1:]
+    ]
+
+
+async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:
+    """Earlier messages the session does not hold yet are recorded once, in order."""
+    messages = [
+        {"role": "user", "content": "old question"},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "new question"},
+    ]
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m", messages=messages, extra_headers={"X-Retold-Session": "s-import"}
+        )  # type: ignore[arg-type]
+    turns = env.store.turns(ALICE, "s-import")
+    assert [t.text for t in turns] == [
+        "old question",
+        "old answer",
+        "new question",
+        "echo: new question",
+    ]
+
+
+# The openai SDK's stream iterators leave async generators for the GC to close, which trio
+# reports as a ResourceWarning; the SDK runs on asyncio, and the wire test below runs on both.
+async def test_streaming_returns_content(env: Env) -> None:
+    """stream=True through the SDK yields the whole answer in more than one chunk."""
+    text = "a longer question so that the streamed answer needs more than one chunk to carry"
+    async with env.client(env.alice) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": text}], stream=True
+        )
+        async with stream:
+            pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+    assert len([p for p in pieces if p]) > 1
+    assert "".join(pieces) == f"echo: {text}"
+
+
+@BOTH_BACKENDS
+async def test_streaming_wire_is_sse_ending_with_done(env: Env) -> None:
+    """The SSE body carries chunk objects, the decision header, and ends with [DONE]."""
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}"},
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert DECISION_HEADER.lower() in response.headers
+    events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "echo: hi"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_unknown_and_revoked_keys_get_401(env: Env) -> None:
+    """An unknown key and a revoked key raise openai.AuthenticationError with OpenAI's error JSON."""
+    async with env.client("rtd-not-a-key") as client:
+        with pytest.raises(openai.AuthenticationError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert caught.value.status_code == 401
+    assert caught.value.code == "invalid_api_key"
+    bob_id = next(e.id for e in env.keys.entries() if e.principal == "bob")
+    KeyFile(env.keys.path).revoke(bob_id)  # another process (the CLI) revokes it
+    async with env.client(env.bob) as client:
+        with pytest.raises(openai.AuthenticationError):
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert env.upstream.chat_completions.requests == []
+
+
+async def test_rate_limit_answers_429_with_retry_after(env: Env) -> None:
+    """Past the burst a key gets 429 with Retry-After; another key is unaffected."""
+    async with env.client(env.alice) as client:
+        for _ in range(5):
+            await client.models.list()
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert caught.value.status_code == 429
+    assert int(caught.value.response.headers["retry-after"]) >= 1
+    async with env.client(env.bob) as client:
+        models = await client.models.list()
+    assert [m.id for m in models.data] == ["up-model"]
+    env.clock.now += 200  # the bucket refills with time
+    async with env.client(env.alice) as client:
+        await client.models.list()
+
+
+async def test_upstream_5xx_becomes_502_without_secrets(env: Env) -> None:
+    """An upstream that keeps failing gives the client 502 with OpenAI's error JSON and no key."""
+    env.upstream.chat_completions.push(
+        *[Reply.error(500, f"boom {UPSTREAM_KEY}") for _ in range(3)]
+    )
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}"},
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_error"
+    row = AuditLog(env.store).decision_rows(principal="alice")[-1]
+    assert response.headers[DECISION_HEADER] == row["id"]
+    assert row["disposition"] == "baseline_policy_failure"
+    assert UPSTREAM_KEY not in response.text
+    async with env.client(env.alice) as client:
+        env.upstream.chat_completions.push(*[Reply.error(503) for _ in range(3)])
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert caught.value.status_code == 502
+
+
+async def test_upstream_timeout_becomes_504(env: Env) -> None:
+    """An upstream slower than its read timeout gives the client 504."""
+    env.upstream.chat_completions.push(openai_chat("late", delay=5))
+    async with env.client(env.alice) as client:
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert caught.value.status_code == 504
+    assert caught.value.code == "upstream_timeout"
+
+
+async def test_upstream_429_is_retried_and_answered(env: Env) -> None:
+    """An upstream 429 with Retry-After is retried by the adapter; the client sees 200."""
+    env.upstream.chat_completions.push(Reply.rate_limited(retry_after=0), openai_chat("fine"))
+    async with env.client(env.alice) as client:
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert completion.choices[0].message.content == "fine"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        (b"{not json", 400, "body"),
+        (
+            json.dumps({"messages": [{"role": "user", "content": "x"}] * 9}).encode(),
+            400,
+            "messages",
+        ),
+        (
+            json.dumps({"messages": [{"role": "assistant", "content": "x"}]}).encode(),
+            400,
+            "messages",
+        ),
+        (
+            json.dumps(
+                {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}
+            ).encode(),
+            400,
+            "tools",
+        ),
+        (b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}', 413, None),
+    ],
+    ids=["not-json", "too-many-messages", "no-user-turn", "tools", "too-large"],
+)
+async def test_bad_requests_name_the_field_and_write_nothing(
+    env: Env, body: bytes, status: int, param: str | None
+) -> None:
+    """Malformed, oversized and unsupported requests are refused before any turn is recorded."""
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}", "content-type": "application/json"},
+            content=body,
+        )
+    assert response.status_code == status
+    assert response.json()["error"]["param"] == param
+    assert AuditLog(env.store).decision_rows() == []
+    assert env.upstream.chat_completions.requests == []
+
+
+@BOTH_BACKENDS
+async def test_session_end_extracts_in_the_background_scoped_to_the_key(env: Env) -> None:
+    """Ending a session (202) extracts the principal's facts for them only, off the request."""
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "My dentist is Dr. Okafor on Elm Street."}],
+            extra_headers={"X-Retold-Session": "s1"},
+        )
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/retold/sessions/s1/end", headers={"Authorization": f"Bearer {env.alice}"}
+        )
+        assert response.status_code == 202
+        assert response.json() == {"session_id": "s1", "status": "ending"}
+        await env.gateway.wait_for_session_ends()
+        bad = await raw.post("/v1/retold/sessions/s1/end", headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401
+    texts = [r.text for r in env.store.list_records(ALICE)]
+    assert any("Okafor" in t for t in texts)
+    assert env.store.list_records(BOB) == []
+
+
+async def test_idle_sessions_end_by_themselves(env: Env) -> None:
+    """A session with no turn for session_idle_s is ended; a fresh one is not."""
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "I'm allergic to peanuts."}],
+            extra_headers={"X-Retold-Session": "idle-one"},
+        )
+        env.clock.now += 30
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hello"}],
+            extra_headers={"X-Retold-Session": "fresh-one"},
+        )
+    env.clock.now += 31
+    assert env.gateway.end_idle_sessions() == ["idle-one"]
+    await env.gateway.wait_for_session_ends()
+    assert any("peanut" in r.text for r in env.store.list_records(ALICE))
+    assert env.gateway.end_idle_sessions() == []
+
+
+async def test_metrics_expose_turn_latency_and_model_calls(env: Env) -> None:
+    """/metrics is Prometheus text with per-turn latency and upstream call counts."""
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+    async with env.raw() as raw:
+        response = await raw.get("/metrics")
+    text = response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'retold_gateway_turn_seconds_count{disposition="baseline_no_gaps"} 1.0' in text
+    assert 'retold_gateway_model_calls_total{outcome="ok"} 1.0' in text
+    assert "retold_gateway_turn_model_calls_sum 1.0" in text
+    assert 'retold_gateway_requests_total{route="chat_completions",status="200"} 1.0' in text
+    assert UPSTREAM_KEY not in text
+
+
+async def test_upstream_key_reaches_upstream_only(env: Env, tmp_path: Path) -> None:
+    """The upstream key is sent upstream and appears in no response or database byte."""
+    async with env.raw() as raw:
+        ok = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}"},
+            json={"messages": [{"role": "user", "content": "hello"}]},
+        )
+    assert ok.status_code == 200 and UPSTREAM_KEY not in ok.text
+    assert env.upstream.chat_completions.requests[0].headers["authorization"] == (
+        f"Bearer {UPSTREAM_KEY}"
+    )
+    env.store.close()
+    assert UPSTREAM_KEY.encode() not in _db_bytes(tmp_path)
+
+
+def _db_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("gateway.db*")))
+
+
+async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> None:
+    """--upstream-provider anthropic speaks the Messages API upstream and OpenAI to the client."""
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    store = SQLiteStore(tmp_path / "a.db")
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.anthropic_base_url,
+        upstream_model="claude-test",
+        upstream_provider="anthropic",
+        upstream_api_key=UPSTREAM_KEY,
+    )
+    async with gateway:
+        client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url="http://gateway.test/v1",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.ASGITransport(app=gateway.app)),
+        )
+        async with client:
+            completion = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi there"}]
+            )
+    assert completion.choices[0].message.content == "echo: hi there"
+    sent = loopback.messages.requests[0]
+    assert sent.headers["x-api-key"] == UPSTREAM_KEY
+    store.close()
+
+
+async def test_concurrent_turns_in_one_session_are_serialised(env: Env) -> None:
+    """Two turns arriving together in one session get distinct, ordered transcript slots."""
+    async with env.client(env.alice) as client:
+
+        async def ask(text: str) -> None:
+            await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={"X-Retold-Session": "shared"},
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "one")
+            tg.start_soon(ask, "two")
+    turns = env.store.turns(ALICE, "shared")
+    assert [t.turn_index for t in turns] == [0, 1, 2, 3]
+    assert sorted(t.text for t in turns if t.role.value == "user") == ["one", "two"]
+    pairs = [(turns[i].text, turns[i + 1].text) for i in (0, 2)]
+    assert all(answer == f"echo: {question}" for question, answer in pairs)
+
+
+async def test_shutdown_ends_open_sessions(tmp_path: Path, loopback: LoopbackServer) -> None:
+    """Leaving the gateway ends the sessions still open, so their facts are extracted."""
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    store = SQLiteStore(tmp_path / "s.db")
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.openai_base_url,
+        upstream_model="m",
+        upstream_api_key=UPSTREAM_KEY,
+    )
+    async with gateway:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gw"
+        ) as raw:
+            response = await raw.post(
+                "/v1/chat/completions",
+                headers={"Authorization": f"Bearer {key}", "X-Retold-Session": "open"},
+                json={"messages": [{"role": "user", "content": "My sister Ana lives in Lisbon."}]},
+            )
+            assert response.status_code == 200
+        assert store.list_records(ALICE) == []
+    assert any("Lisbon" in r.text for r in store.list_records(ALICE))
+    store.close()
