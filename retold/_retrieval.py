@@ -565,6 +565,7 @@ class HybridRetriever:
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
+        all_terms = terms
         if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:
             names = self._scope_stats(scope)[1]
             terms = [t for t in terms if t not in names] or terms
@@ -572,6 +573,17 @@ class HybridRetriever:
         if cfg.lexical:
             t0 = time.perf_counter()
             ranked = self._lexical(scope, terms, now)
+            if len(ranked) < cfg.lexical_limit and terms != all_terms:
+                # Turns that match only through a speaker's name rank after every turn that
+                # matches the query's other words: they widen the pool, never lead it.
+                seen = {rid for rid, _ in ranked}
+                low = min((sc for _, sc in ranked), default=0.0)
+                extra = [(r, sc) for r, sc in self._lexical(scope, all_terms, now) if r not in seen]
+                room = cfg.lexical_limit - len(ranked)
+                top = max((sc for _, sc in extra), default=0.0)
+                ranked += [
+                    (r, low * (sc / top) * 0.5 if top > 0 else 0.0) for r, sc in extra[:room]
+                ]
             timings["lexical"] = (time.perf_counter() - t0) * 1000
             stages.append(("lexical", cfg.lexical_weight, ranked))
         if cfg.entity:
