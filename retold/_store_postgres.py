@@ -59,7 +59,7 @@ from ._store import _RECORD_COLUMNS, _record_row, _row_to_record, iso
 
 if TYPE_CHECKING:
     import psycopg
-    import psycopg_pool
+    from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresStore", "PostgresWriter", "pg_sql"]
 
@@ -317,7 +317,7 @@ class PostgresStore:
             options += f" -c search_path={schema}"
             self._create_schema(psycopg, url, schema, connect_timeout_s)
         try:
-            self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 url,
                 min_size=1,
                 max_size=max(1, pool_size),
@@ -548,7 +548,7 @@ class PostgresStore:
         *,
         origin: WriteOrigin = WriteOrigin.HOST,
         actor: str = "host",
-        also: Callable[[Any], None] | None = None,
+        also: Callable[[PostgresWriter], None] | None = None,
     ) -> list[Record]:
         """Write several records, and whatever ``also`` writes, in one transaction."""
         psycopg, _ = _psycopg()
@@ -600,6 +600,8 @@ class PostgresStore:
             raise InvalidInputError(
                 "activation", f"a write from {origin.value} cannot set ambient activation"
             )
+        # Shared scope lock: records_after() takes it exclusively to see no write in flight.
+        w._raw("SELECT pg_advisory_xact_lock_shared(?)", [_scope_lock(scope)])
         if draft.idempotency_key is not None:
             key = self.redactor.redact(draft.idempotency_key)
             # Writers with one key serialise here, so the second sees the first's commit.
@@ -692,6 +694,22 @@ class PostgresStore:
             "WHERE tenant = ? AND principal = ? AND id = ?",
             [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
         )
+
+    def records_after(self, scope: Principal, rowid: int) -> list[dict[str, Any]]:
+        """``rowid, id, text, lifecycle`` of the scope's records after ``rowid``, in order.
+
+        Identity values are handed out before commit, so a plain ``rowid >`` scan could
+        pass a row that commits later with a lower rowid. This read first waits (bounded by
+        the statement timeout) for the scope's in-flight record writes, which hold a shared
+        lock, so a watermark advanced to the last row returned never skips one.
+        """
+        with self.write() as w:
+            w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
+            return w.query(
+                "SELECT rowid, id, text, lifecycle FROM records "
+                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
+                [scope.tenant, scope.principal, rowid],
+            )
 
     def get(self, scope: Principal, record_id: str) -> Record | None:
         """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
@@ -1013,6 +1031,10 @@ def _lock_key(name: str) -> int:
     """A stable signed 64-bit advisory lock key for ``name``."""
     value = zlib.crc32(name.encode()) << 32 | zlib.adler32(name.encode())
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _scope_lock(scope: Principal) -> int:
+    return _lock_key(f"scope:{len(scope.tenant)}:{scope.tenant}:{scope.principal}")
 
 
 def _safe_url(url: str) -> str:
