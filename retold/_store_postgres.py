@@ -227,7 +227,9 @@ class PostgresWriter:
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         tail = " ON CONFLICT DO NOTHING" if or_ignore else ""
-        cur = self.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", list(row.values()))
+        cur = self.execute(
+            f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", list(row.values())
+        )
         return int(cur.rowcount)
 
     def query(
@@ -315,7 +317,6 @@ class PostgresStore:
         options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
         if schema is not None:
             options += f" -c search_path={schema}"
-            self._create_schema(psycopg, url, schema, connect_timeout_s)
         try:
             self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 url,
@@ -335,23 +336,26 @@ class PostgresStore:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise StoreError(f"cannot open PostgreSQL database {_safe_url(url)!r}: {exc}") from exc
         try:
+            if schema is not None:
+                self._create_schema(schema)
             self.ensure_schema("core", _CORE_MIGRATIONS)
             self.redactor = Redactor(redaction_key or self._stored_key())
         except BaseException:
             self._pool.close()
             raise
 
-    @staticmethod
-    def _create_schema(psycopg: Any, url: str, schema: str, connect_timeout_s: int) -> None:
+    def _create_schema(self, schema: str) -> None:
         from psycopg import sql
 
+        psycopg, _ = _psycopg()
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s) as conn:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key("schema:" + schema)])
-                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            with self.write() as w:
+                w._raw("SELECT pg_advisory_xact_lock(?)", [_lock_key("schema:" + schema)])
+                w._conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open PostgreSQL database {_safe_url(url)!r}: {exc}") from exc
+            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -379,7 +383,9 @@ class PostgresStore:
             cm = self._pool.connection()
             conn = cm.__enter__()
         except psycopg_pool.PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection free within the pool timeout: {exc}") from exc
+            raise StoreError(
+                f"no PostgreSQL connection free within the pool timeout: {exc}"
+            ) from exc
         try:
             yield conn
         except BaseException as exc:
@@ -686,7 +692,9 @@ class PostgresStore:
             }
         )
 
-    def _link_conflict(self, w: PostgresWriter, scope: Principal, record_id: str, other: str) -> None:
+    def _link_conflict(
+        self, w: PostgresWriter, scope: Principal, record_id: str, other: str
+    ) -> None:
         row = self._require(w, scope, record_id, "conflicts_with")
         links = sorted(set(row.conflicts_with) | {other})
         w.execute(

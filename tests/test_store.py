@@ -60,7 +60,9 @@ def _dump(store: Store, path: Path) -> list[str]:
         ("transcript_turns", "session_id, turn_index"),
         ("retold_schema", "component"),
     ):
-        rows += [repr(sorted(r.items())) for r in store.query(f"SELECT * FROM {table} ORDER BY {order}")]
+        rows += [
+            repr(sorted(r.items())) for r in store.query(f"SELECT * FROM {table} ORDER BY {order}")
+        ]
     return rows
 
 
@@ -200,7 +202,9 @@ def test_failed_write_leaves_database_unchanged(
         if name in failing:
             raise RuntimeError(f"injected failure at {name}")
 
-    store = make_store(kind, tmp_path, schema, clock=clock, id_factory=counter_ids(), on_write_step=seam)
+    store = make_store(
+        kind, tmp_path, schema, clock=clock, id_factory=counter_ids(), on_write_step=seam
+    )
     old = store.add(alice, RecordDraft(text="original fact about tea"))
     before = _dump(store, path)
     failing.add(step)
