@@ -54,6 +54,7 @@ from ._fitness import (
     recorded_fitness,
     run_fitness,
 )
+from ._open import open_store
 from ._orchestrator import (
     Generation,
     GenerationRequest,
@@ -117,7 +118,6 @@ from ._retrieval import (
     RetrievalConfig,
     RetrievalResult,
 )
-from ._open import open_store
 from ._store import AsyncStore, SQLiteStore, Store, Writer, WriteTx
 from ._store_postgres import PostgresStore
 from ._tokens import (

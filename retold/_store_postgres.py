@@ -378,7 +378,7 @@ class PostgresStore:
         if current is not None:
             yield current
             return
-        psycopg, psycopg_pool = _psycopg()
+        _, psycopg_pool = _psycopg()
         try:
             cm = self._pool.connection()
             conn = cm.__enter__()
