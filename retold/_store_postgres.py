@@ -763,30 +763,31 @@ class PostgresStore:
 
         Scored by BM25 with FTS5's constants over the scope's non-deleted records; ``where``
         and ``params`` are the caller's filter on alias ``r`` (it must filter on the scope).
-        Best first, ties by id.
+        Best first, ties by id. The statistics CTEs are MATERIALIZED: inlined into the
+        per-hit scoring subquery they would be recomputed for every matching row.
         """
         if limit <= 0:
             return []
         cols = ", ".join(f"r.{c.strip()}" for c in _RECORD_COLUMNS.split(","))
         sql = f"""
-            WITH lex AS (
+            WITH lex AS MATERIALIZED (
                 SELECT DISTINCT lexeme FROM unnest(to_tsvector('retold', ?::text))
             ),
-            tq AS (
+            tq AS MATERIALIZED (
                 SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM lex
             ),
-            stats AS (
+            stats AS MATERIALIZED (
                 SELECT COUNT(*)::float8 AS n, COALESCE(AVG(text_len), 0)::float8 AS avgdl
                 FROM records WHERE tenant = ? AND principal = ? AND lifecycle <> 'deleted'
             ),
-            df AS (
+            df AS MATERIALIZED (
                 SELECT lex.lexeme, (
                     SELECT COUNT(*) FROM records d
                     WHERE d.tenant = ? AND d.principal = ? AND d.lifecycle <> 'deleted'
                     AND d.text_tsv @@ quote_literal(lex.lexeme)::tsquery
                 )::float8 AS df FROM lex
             ),
-            idf AS (
+            idf AS MATERIALIZED (
                 SELECT df.lexeme, GREATEST(LN((stats.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) AS w
                 FROM df, stats
             ),
