@@ -269,3 +269,21 @@ def test_sqlite_only_commands_refuse_a_postgres_url(
     code = main(["review", "list", "--db", url, "--json"])
     err = capsys.readouterr().err
     assert code == 2 and "--db" in err and "SQLite" in err
+
+
+def test_fitness_results_record_on_postgres(url: str) -> None:
+    """The serving gate's fitness table works on PostgreSQL: the newest verdict counts."""
+    from retold._serving_gate import recorded_fitness, write_fitness_record
+
+    with open_store(url) as store:
+        common = {"bundle": "b", "bundle_sha256": "ab" * 32, "scenario_set_sha256": "cd" * 32}
+        first = write_fitness_record(
+            store, **common, verdict="pass", gates=(), result_json="{}", harness_version="1"
+        )
+        second = write_fitness_record(
+            store, **common, verdict="fail", gates=(), result_json="{}", harness_version="1"
+        )
+        assert second.id > first.id
+        newest = recorded_fitness(store, "ab" * 32)
+        assert newest is not None and newest.id == second.id and not newest.passed
+        assert recorded_fitness(store, "ef" * 32) is None
