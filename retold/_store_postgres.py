@@ -6,8 +6,9 @@ the same :class:`~retold.Redactor` before it leaves the process (SR-1), so a sec
 reaches the server, its WAL or its data files; ``events`` is append-only (a trigger refuses
 UPDATE, DELETE and TRUNCATE); idempotency keys and transcript turn indexes are UNIQUE
 constraints; supersession, index maintenance and events commit in one transaction; deletion
-erases the text, and the generated ``tsvector`` and its GIN entry follow it in the same
-statement; schemas are versioned per component under an advisory lock.
+erases the text, and the generated ``tsvector`` follows it in the same statement (dead row
+versions and GIN pages keep bytes until :meth:`PostgresStore.vacuum`); schemas are
+versioned per component under an advisory lock.
 
 Sync API over a connection pool, on purpose: the :class:`~retold.Store` protocol and every
 component that composes writes with it (retrieval, audit, activation, extraction) are
@@ -489,11 +490,12 @@ class PostgresStore:
     def vacuum(self) -> None:
         """``VACUUM FULL`` the record, index and transcript tables.
 
-        Deletion erases the text in the live row and its index entries at once, but
-        PostgreSQL keeps the dead row version in the table file until it is vacuumed, and
-        a plain VACUUM frees the space without overwriting it. This rewrites the tables
-        so no dead copy of erased text stays in their files (WAL segments still hold it
-        until they are recycled). It takes an exclusive lock: run it off peak.
+        Deletion erases the text in the live row and its ``tsvector`` at once, so nothing
+        reads or matches it again; but PostgreSQL keeps the dead row version in the table
+        file and its lexemes in GIN index pages, and a plain VACUUM does not clear the
+        index pages. This rewrites the tables and rebuilds their indexes, so no dead copy
+        of erased text stays in their files (WAL segments still hold it until they are
+        recycled). It takes an exclusive lock: run it off peak.
         """
         with self._connection() as conn:
             for table in ("records", "retrieval_entities", "retrieval_vectors"):
