@@ -314,6 +314,7 @@ class PostgresStore:
         self._new_id = id_factory or _new_id
         self._on_write_step = on_write_step
         self._local = threading.local()
+        self._ensured: dict[str, int] = {}
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
         options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
         if schema is not None:
@@ -441,6 +442,21 @@ class PostgresStore:
             StoreError: a migration failed (it is rolled back, the version stays).
         """
         psycopg, _ = _psycopg()
+        # Components ensure their schema on every construction (a retriever per turn):
+        # once a version is known to be applied, skip the locked migration transactions.
+        if self._ensured.get(component, -1) >= len(migrations):
+            return
+        rows: list[dict[str, Any]] = []
+        if getattr(self._local, "conn", None) is None:  # an error would abort an open write
+            try:
+                rows = self.query(
+                    "SELECT version FROM retold_schema WHERE component = ?", [component]
+                )
+            except psycopg.errors.UndefinedTable:
+                rows = []
+        if rows and int(rows[0]["version"]) >= len(migrations):
+            self._ensured[component] = int(rows[0]["version"])
+            return
         lock = _lock_key("migrate")
         for version, script in enumerate(migrations, start=1):
             try:
@@ -462,6 +478,7 @@ class PostgresStore:
                         [component, version],
                     )
                     log.debug("schema_migrated", component=component, version=version)
+                self._ensured[component] = version
             except psycopg.Error as exc:
                 raise StoreError(
                     f"migration {version} of component {component!r} failed on PostgreSQL: "
