@@ -262,13 +262,17 @@ def test_bad_urls_and_schema_names_are_named_errors(tmp_path: Path) -> None:
         )
 
 
-def test_sqlite_only_commands_refuse_a_postgres_url(
+def test_profile_review_and_decisions_commands_take_a_postgres_url(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A command whose tables have no PostgreSQL schema says so and names --db."""
-    code = main(["review", "list", "--db", url, "--json"])
-    err = capsys.readouterr().err
-    assert code == 2 and "--db" in err and "SQLite" in err
+    """`retold profile show`, `review list` and `decisions report` run on a postgresql:// --db."""
+    assert main(["memory", "add", "--db", url, *SCOPE, "I like green tea"]) == 0
+    assert main(["profile", "show", "--db", url, *SCOPE, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["record_ids"] == []
+    assert main(["review", "list", "--db", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 0
+    assert main(["decisions", "report", "--db", url]) == 0
+    assert "policy failures" in capsys.readouterr().out
 
 
 def test_fitness_results_record_on_postgres(url: str) -> None:
