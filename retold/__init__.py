@@ -54,6 +54,7 @@ from ._fitness import (
     recorded_fitness,
     run_fitness,
 )
+from ._open import open_store
 from ._orchestrator import (
     Generation,
     GenerationRequest,
@@ -117,7 +118,8 @@ from ._retrieval import (
     RetrievalConfig,
     RetrievalResult,
 )
-from ._store import AsyncStore, SQLiteStore, Store, Writer
+from ._store import AsyncStore, SQLiteStore, Store, Writer, WriteTx
+from ._store_postgres import PostgresStore
 from ._tokens import (
     TOKEN_UNITS,
     CharCounter,
@@ -192,6 +194,7 @@ __all__ = [
     "PackedContext",
     "PackingConfig",
     "PolicyError",
+    "PostgresStore",
     "Principal",
     "ProfileAssembler",
     "ProfileBlock",
@@ -234,12 +237,14 @@ __all__ = [
     "UtilityAwareOrchestrator",
     "VerifiedEvidence",
     "WriteOrigin",
+    "WriteTx",
     "Writer",
     "__version__",
     "check_eligibility",
     "confirmed_evidence",
     "extract_session",
     "find_supporting_claim",
+    "open_store",
     "pack",
     "parse_reader",
     "record_fitness",

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -49,6 +49,7 @@ __all__ = [
     "Deadline",
     "SQLiteStore",
     "Store",
+    "WriteTx",
     "Writer",
     "bounded_by",
     "check_deadline",
@@ -347,6 +348,37 @@ class Writer:
         )
 
 
+class WriteTx(Protocol):
+    """One open write transaction of a store (``with store.write() as w``).
+
+    A conforming writer must redact every string it binds (SQL text never carries values:
+    ``?`` placeholders only), see its own uncommitted rows in :meth:`query`, and commit or
+    roll back as a whole with the ``with`` block.
+    """
+
+    now: datetime
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any: ...
+
+    def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int: ...
+
+    def query(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def step(self, name: str) -> None: ...
+
+    def event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+
 @runtime_checkable
 class Store(Protocol):
     """Scoped persistence for records, transcript turns and audit events.
@@ -359,10 +391,36 @@ class Store(Protocol):
     * write each call atomically: either all of it (record, index, events) or none of it;
     * never return deleted text, and never return superseded or expired records from
       ``search`` or default listings.
+
+    Components that own tables (retrieval, audit, ...) use :meth:`ensure_schema`,
+    :meth:`query` and :meth:`write` with ``?`` placeholders; ``dialect`` (``"sqlite"`` or
+    ``"postgresql"``) tells them which DDL and which dialect-specific SQL to use.
     """
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def write(self) -> AbstractContextManager[WriteTx]: ...
+
+    def query(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None: ...
+
+    def schema_version(self, component: str) -> int: ...
 
     def add(
         self,
@@ -380,7 +438,7 @@ class Store(Protocol):
         *,
         origin: WriteOrigin = WriteOrigin.HOST,
         actor: str = "host",
-        also: Callable[[Writer], None] | None = None,
+        also: Callable[[WriteTx], None] | None = None,
     ) -> list[Record]: ...
 
     def get(self, scope: Principal, record_id: str) -> Record | None: ...
@@ -429,6 +487,8 @@ class Store(Protocol):
 
     def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]: ...
 
+    def next_turn_index(self, scope: Principal, session_id: str) -> int: ...
+
     def append_event(
         self,
         scope: Principal,
@@ -463,6 +523,8 @@ class SQLiteStore:
     this store's write lock. Writes share one connection, serialised by that lock. Inside a
     write, reads on the writing thread use the write connection (they see its changes).
     """
+
+    dialect = "sqlite"
 
     def __init__(
         self,
@@ -1279,14 +1341,14 @@ def draft_from(data: Mapping[str, Any]) -> RecordDraft:
 
 
 class AsyncStore:
-    """Async facade over a :class:`SQLiteStore`: every call runs in a worker thread.
+    """Async facade over a :class:`Store`: every call runs in a worker thread.
 
     The event loop never blocks on SQLite. Calls are not abandoned on cancellation: a write
     that has started finishes (or rolls back) before the cancellation is delivered, so a
     cancelled caller never leaves a partial row or a held lock.
     """
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.sync = store
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

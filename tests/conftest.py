@@ -1,16 +1,24 @@
-"""Shared fixtures: real SQLite files in tmp_path, both anyio backends, fixed clocks."""
+"""Shared fixtures: real SQLite files in tmp_path, both anyio backends, fixed clocks.
+
+PostgreSQL: when ``RETOLD_TEST_POSTGRES_URL`` names a database (``.ci/run`` starts a
+throwaway cluster and sets it), the store conformance tests run on both stores, each
+PostgreSQL test in a fresh schema that is dropped afterwards. Without it they run on SQLite
+only, and the run says so in one line.
+"""
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import structlog
 
-from retold import Principal, SQLiteStore
+from retold import Principal, SQLiteStore, Store
 
 # The test session is the host: keep library log lines out of the output, but leave every
 # level enabled so structlog.testing.capture_logs sees them.
@@ -61,3 +69,74 @@ def alice() -> Principal:
 @pytest.fixture
 def bob() -> Principal:
     return Principal(tenant="acme", principal="bob")
+
+
+POSTGRES_URL = os.environ.get("RETOLD_TEST_POSTGRES_URL") or None
+STORE_KINDS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
+# PostgreSQL-only tests are not collected at all without a cluster: the one summary line
+# below says so, instead of a skip line per test.
+collect_ignore = (
+    []
+    if POSTGRES_URL
+    else ["test_store_postgres.py", "test_retrieval_postgres.py", "test_pipeline_postgres.py"]
+)
+_schemas = itertools.count(1)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say in one line which stores the conformance suite ran on."""
+    if POSTGRES_URL:
+        terminalreporter.write_line("store tests ran on SQLite and PostgreSQL")
+    else:
+        terminalreporter.write_line(
+            "RETOLD_TEST_POSTGRES_URL is not set: store tests ran on SQLite only"
+        )
+
+
+@contextmanager
+def fresh_pg_schema() -> Iterator[str]:
+    """A new, empty PostgreSQL schema name in the test cluster, dropped on exit."""
+    import psycopg
+    from psycopg import sql
+
+    assert POSTGRES_URL is not None
+    name = f"t{os.getpid()}_{next(_schemas)}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test (skips when no test cluster is configured)."""
+    if POSTGRES_URL is None:
+        pytest.skip("RETOLD_TEST_POSTGRES_URL is not set")
+    with fresh_pg_schema() as name:
+        yield name
+
+
+def make_store(kind: str, tmp_path: Path, schema: str | None, **kw: object) -> Store:
+    """Open a store of ``kind`` on a file in ``tmp_path`` or in PostgreSQL ``schema``."""
+    if kind == "sqlite":
+        return SQLiteStore(tmp_path / "retold.db", **kw)  # type: ignore[arg-type]
+    from retold import PostgresStore
+
+    assert POSTGRES_URL is not None
+    return PostgresStore(POSTGRES_URL, schema=schema, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def any_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
+    """The conformance-suite store: SQLite, and PostgreSQL when a test cluster is configured."""
+    kind = str(request.param)
+    if kind == "sqlite":
+        s = make_store(kind, tmp_path, None, clock=clock, id_factory=counter_ids())
+        yield s
+        s.close()
+        return
+    with fresh_pg_schema() as schema:
+        s = make_store(kind, tmp_path, schema, clock=clock, id_factory=counter_ids())
+        yield s
+        s.close()

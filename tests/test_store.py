@@ -1,8 +1,13 @@
-"""SQLiteStore behaviour: supersession, deletion, idempotency, activation refusal, atomicity."""
+"""The store conformance suite, run on SQLiteStore and (with a test cluster) PostgresStore.
+
+Supersession, deletion, idempotency, activation refusal, append-only events, atomicity and
+schema versioning.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,23 +22,64 @@ from retold import (
     RecordDraft,
     Role,
     SQLiteStore,
+    Store,
     TranscriptTurn,
     UsageError,
     WriteOrigin,
 )
 
-from .conftest import FixedClock, counter_ids
+from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
 
 
-def _dump(path: Path) -> list[str]:
-    conn = sqlite3.connect(path)
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """Every test here runs on each configured store."""
+    return any_store
+
+
+def _integrity_errors() -> tuple[type[Exception], ...]:
     try:
-        return [line for line in conn.iterdump() if "sqlite_sequence" not in line]
-    finally:
-        conn.close()
+        import psycopg
+    except ImportError:
+        return (sqlite3.IntegrityError,)
+    return (sqlite3.IntegrityError, psycopg.IntegrityError)
 
 
-def test_supersession_closes_old_record_in_same_write(store: SQLiteStore, alice: Principal) -> None:
+def _dump(store: Store, path: Path) -> list[str]:
+    """Every stored row: SQLite's full dump, or PostgreSQL's tables in a stable order."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(path)
+        try:
+            return [line for line in conn.iterdump() if "sqlite_sequence" not in line]
+        finally:
+            conn.close()
+    rows: list[str] = []
+    for table, order in (
+        ("records", "id"),
+        ("events", "id"),
+        ("transcript_turns", "session_id, turn_index"),
+        ("retold_schema", "component"),
+    ):
+        rows += [
+            repr(sorted(r.items())) for r in store.query(f"SELECT * FROM {table} ORDER BY {order}")
+        ]
+    return rows
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[str, str | None]]:
+    """(kind, schema) for tests that open and reopen a store themselves."""
+    kind = str(request.param)
+    if kind == "sqlite":
+        yield kind, None
+        return
+    with fresh_pg_schema() as schema:
+        yield kind, schema
+
+
+def test_supersession_closes_old_record_in_same_write(store: Store, alice: Principal) -> None:
     """Writing a superseding record closes the old one and logs both events."""
     old = store.add(alice, RecordDraft(text="I live in Paris"))
     new = store.add(alice, RecordDraft(text="I live in Lisbon", supersedes=old.id))
@@ -45,7 +91,7 @@ def test_supersession_closes_old_record_in_same_write(store: SQLiteStore, alice:
     assert types == ["record.created", "record.superseded"]
 
 
-def test_superseding_twice_is_refused(store: SQLiteStore, alice: Principal) -> None:
+def test_superseding_twice_is_refused(store: Store, alice: Principal) -> None:
     """A record that is already superseded cannot be superseded again."""
     old = store.add(alice, RecordDraft(text="v1"))
     store.add(alice, RecordDraft(text="v2", supersedes=old.id))
@@ -54,7 +100,7 @@ def test_superseding_twice_is_refused(store: SQLiteStore, alice: Principal) -> N
     assert err.value.field == "supersedes"
 
 
-def test_delete_erases_text_keeps_row_and_event(store: SQLiteStore, alice: Principal) -> None:
+def test_delete_erases_text_keeps_row_and_event(store: Store, alice: Principal) -> None:
     """Deletion is a lifecycle transition that erases the text and unindexes it."""
     rec = store.add(alice, RecordDraft(text="secret garden location", speaker="alice"))
     deleted = store.delete(alice, rec.id)
@@ -65,7 +111,7 @@ def test_delete_erases_text_keeps_row_and_event(store: SQLiteStore, alice: Princ
 
 
 def test_expired_records_leave_search_and_listing(
-    store: SQLiteStore, alice: Principal, clock: FixedClock
+    store: Store, alice: Principal, clock: FixedClock
 ) -> None:
     """A record past its expiry is not searched or listed by default."""
     store.add(alice, RecordDraft(text="parking spot 42", expires_at=clock() + timedelta(hours=1)))
@@ -76,7 +122,7 @@ def test_expired_records_leave_search_and_listing(
     assert len(store.list_records(alice, include_expired=True)) == 1
 
 
-def test_idempotency_key_writes_once(store: SQLiteStore, alice: Principal) -> None:
+def test_idempotency_key_writes_once(store: Store, alice: Principal) -> None:
     """A second write with the same idempotency key returns the stored record, writes nothing."""
     a = store.add(alice, RecordDraft(text="fact one", idempotency_key="s1:3:0"))
     b = store.add(alice, RecordDraft(text="fact one again", idempotency_key="s1:3:0"))
@@ -84,7 +130,7 @@ def test_idempotency_key_writes_once(store: SQLiteStore, alice: Principal) -> No
     assert len(store.list_records(alice)) == 1
 
 
-def test_conflict_links_are_symmetric(store: SQLiteStore, alice: Principal) -> None:
+def test_conflict_links_are_symmetric(store: Store, alice: Principal) -> None:
     """A record written as conflicting with another links both ways."""
     a = store.add(alice, RecordDraft(text="meeting is Monday"))
     b = store.add(alice, RecordDraft(text="meeting is Tuesday", conflicts_with=(a.id,)))
@@ -95,7 +141,7 @@ def test_conflict_links_are_symmetric(store: SQLiteStore, alice: Principal) -> N
 
 @pytest.mark.parametrize("origin", [WriteOrigin.EXTRACTION, WriteOrigin.TOOL_CALL])
 def test_untrusted_writes_cannot_set_ambient(
-    store: SQLiteStore, alice: Principal, origin: WriteOrigin
+    store: Store, alice: Principal, origin: WriteOrigin
 ) -> None:
     """Extraction and tool-call writes asking for ambient activation are refused and audited."""
     with pytest.raises(InvalidInputError) as err:
@@ -108,7 +154,7 @@ def test_untrusted_writes_cannot_set_ambient(
     assert event.data["origin"] == origin.value
 
 
-def test_only_policy_or_reviewer_may_promote(store: SQLiteStore, alice: Principal) -> None:
+def test_only_policy_or_reviewer_may_promote(store: Store, alice: Principal) -> None:
     """set_activation refuses ambient from any origin but the activation policy or a reviewer."""
     rec = store.add(alice, RecordDraft(text="reply in Hindi", kind="preference"))
     with pytest.raises(UsageError):
@@ -120,15 +166,16 @@ def test_only_policy_or_reviewer_may_promote(store: SQLiteStore, alice: Principa
     assert store.events(alice, type="record.activation_changed")[0].data["to"] == "ambient"
 
 
-def test_events_are_append_only(store: SQLiteStore, alice: Principal) -> None:
+def test_events_are_append_only(store: Store, alice: Principal) -> None:
     """The events table refuses updates and deletes."""
     store.add(alice, RecordDraft(text="x y z"))
     for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events"):
-        with pytest.raises(sqlite3.IntegrityError), store.write() as w:
+        with pytest.raises(_integrity_errors()), store.write() as w:
             w.execute(sql)
+    assert [e.type for e in store.events(alice)] == ["record.created"]
 
 
-def test_turn_index_written_once(store: SQLiteStore, alice: Principal, clock: FixedClock) -> None:
+def test_turn_index_written_once(store: Store, alice: Principal, clock: FixedClock) -> None:
     """A transcript turn index is stored once per session; a duplicate is a named error."""
     turn = TranscriptTurn(session_id="s1", turn_index=0, role=Role.USER, text="hi", time=clock())
     store.add_turn(alice, turn)
@@ -140,24 +187,32 @@ def test_turn_index_written_once(store: SQLiteStore, alice: Principal, clock: Fi
 
 @pytest.mark.parametrize("step", ["record_inserted", "fts_indexed", "superseded", "before_commit"])
 def test_failed_write_leaves_database_unchanged(
-    tmp_path: Path, clock: FixedClock, alice: Principal, step: str
+    tmp_path: Path,
+    clock: FixedClock,
+    alice: Principal,
+    step: str,
+    store_factory: tuple[str, str | None],
 ) -> None:
-    """A write that fails midway leaves the database byte-for-byte as before, and intact."""
-    path = tmp_path / "atomic.db"
+    """A write that fails midway leaves every stored row as before (SQLite: every byte)."""
+    kind, schema = store_factory
+    path = tmp_path / "retold.db"
     failing: set[str] = set()
 
     def seam(name: str) -> None:
         if name in failing:
             raise RuntimeError(f"injected failure at {name}")
 
-    store = SQLiteStore(path, clock=clock, id_factory=counter_ids(), on_write_step=seam)
+    store = make_store(
+        kind, tmp_path, schema, clock=clock, id_factory=counter_ids(), on_write_step=seam
+    )
     old = store.add(alice, RecordDraft(text="original fact about tea"))
-    before = _dump(path)
+    before = _dump(store, path)
     failing.add(step)
     with pytest.raises(RuntimeError):
         store.add(alice, RecordDraft(text="new fact about coffee", supersedes=old.id))
-    assert _dump(path) == before
-    assert store.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+    assert _dump(store, path) == before
+    if isinstance(store, SQLiteStore):
+        assert store.query("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
     assert store.search(alice, "coffee") == []
     failing.clear()
     store.add(alice, RecordDraft(text="new fact about coffee", supersedes=old.id))
@@ -165,29 +220,33 @@ def test_failed_write_leaves_database_unchanged(
     store.close()
 
 
-def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:
-    """Reopening a file applies no migration twice and keeps the redaction key."""
-    path = tmp_path / "v.db"
-    a = SQLiteStore(path)
+def test_schema_is_versioned_and_reopens(
+    tmp_path: Path, store_factory: tuple[str, str | None]
+) -> None:
+    """Reopening a store applies no migration twice and keeps the redaction key."""
+    kind, schema = store_factory
+    a = make_store(kind, tmp_path, schema)
     key_id = a.redactor.secret_id("x", "y")
     a.close()
-    b = SQLiteStore(path)
-    assert b.schema_version("core") == 1
+    b = make_store(kind, tmp_path, schema)
+    assert b.schema_version("core") == (1 if kind == "sqlite" else 2)
     assert b.redactor.secret_id("x", "y") == key_id
-    b.ensure_schema("ext", ["CREATE TABLE ext_a (x)", "CREATE TABLE ext_b (y)"])
-    b.ensure_schema("ext", ["CREATE TABLE ext_a (x)", "CREATE TABLE ext_b (y)"])
+    b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
+    b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
     assert b.schema_version("ext") == 2
     b.close()
 
 
-def test_wal_and_busy_timeout_are_set(store: SQLiteStore) -> None:
-    """The store runs in WAL mode with a busy timeout."""
+def test_wal_and_busy_timeout_are_set(tmp_path: Path) -> None:
+    """The SQLite store runs in WAL mode with a busy timeout."""
+    store = SQLiteStore(tmp_path / "wal.db")
     assert store.query("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
     assert store.query("PRAGMA busy_timeout")[0]["timeout"] >= 1000
+    store.close()
 
 
 @pytest.mark.anyio
-async def test_async_store_round_trip(store: SQLiteStore, alice: Principal) -> None:
+async def test_async_store_round_trip(store: Store, alice: Principal) -> None:
     """The async facade writes, searches and deletes through worker threads."""
     a = AsyncStore(store)
     rec = await a.add(alice, RecordDraft(text="async tea ceremony"))
@@ -197,7 +256,7 @@ async def test_async_store_round_trip(store: SQLiteStore, alice: Principal) -> N
     assert await a.search(alice, "tea") == []
 
 
-def test_transition_to_superseded_names_its_successor(store: SQLiteStore, alice: Principal) -> None:
+def test_transition_to_superseded_names_its_successor(store: Store, alice: Principal) -> None:
     """Superseding by transition needs a successor in scope and records it on the row and event."""
     old = store.add(alice, RecordDraft(text="reply in Hindi from now on"))
     new = store.add(alice, RecordDraft(text="drop the Hindi thing"))
@@ -213,3 +272,30 @@ def test_transition_to_superseded_names_its_successor(store: SQLiteStore, alice:
     )
     assert closed.superseded_by == new.id
     assert store.events(alice, type="record.superseded")[-1].data["superseded_by"] == new.id
+
+
+@pytest.mark.anyio
+async def test_dense_vectors_and_entities_are_purged_on_delete(
+    store: Store, alice: Principal
+) -> None:
+    """Dense search works on the store, and deletion purges the record's vectors and entities."""
+    from retold import HybridRetriever, RetrievalConfig
+
+    from .test_retrieval import HashEmbedder
+
+    target = store.add(alice, RecordDraft(text="Sourdough starter feeding schedule from Lisbon"))
+    store.add(alice, RecordDraft(text="quarterly tax paperwork"))
+    cfg = RetrievalConfig(lexical=False, session_window=0)
+    retriever = HybridRetriever(store, config=cfg, embedder=HashEmbedder())
+    result = await retriever.search(alice, "sourdough starter")
+    assert result.candidates[0].record.id == target.id and "dense" in result.candidates[0].paths
+    await retriever.search(alice, "Lisbon")
+    for table in ("retrieval_vectors", "retrieval_entities"):
+        rows = store.query(f"SELECT COUNT(*) AS n FROM {table} WHERE record_id = ?", [target.id])
+        assert rows[0]["n"] > 0, table
+    store.delete(alice, target.id)
+    for table in ("retrieval_vectors", "retrieval_entities"):
+        rows = store.query(f"SELECT COUNT(*) AS n FROM {table} WHERE record_id = ?", [target.id])
+        assert rows[0]["n"] == 0, table
+    result = await retriever.search(alice, "sourdough starter")
+    assert target.id not in [c.record.id for c in result.candidates]

@@ -18,7 +18,7 @@ import anyio
 from .. import _fitness
 from .._errors import UsageError
 from ..adapters.local import OfflineResponder
-from ._common import add_json, emit, open_store
+from ._common import DB_HELP, add_json, emit, open_any_store
 
 
 def default_scenarios() -> Path:
@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
         required=True,
         help="policy bundle name (offline-reference: no model; reference: needs a model)",
     )
-    p.add_argument("--db", help="the host's SQLite database (with --record)")
+    p.add_argument("--db", help=f"the host's store (with --record): {DB_HELP}")
     p.add_argument(
         "--record", action="store_true", help="store the result in --db (fitness_results)"
     )
@@ -84,7 +84,7 @@ def _model_for(bundle: _fitness.FitnessBundle) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     if args.record and not args.db:
-        raise UsageError("--record needs --db PATH (the host's store)")
+        raise UsageError("--record needs --db PATH|URL (the host's store)")
     if args.db and not args.record:
         raise UsageError("--db is only used with --record")
     bundle = _fitness.load_bundle(args.bundle)
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     recorded: _fitness.FitnessRecord | None = None
     if args.record:
-        store = open_store(args)
+        store = open_any_store(args)
         try:
             recorded = _fitness.record_fitness(store, result)
         finally:

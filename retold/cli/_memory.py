@@ -9,7 +9,8 @@ from typing import Any
 from .._errors import InvalidInputError
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
-from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
+from ._common import add_db, add_json, add_scope, emit, scope_of
+from ._common import open_any_store as open_store
 
 
 def register(sub: Any) -> None:

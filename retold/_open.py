@@ -1,0 +1,71 @@
+"""``open_store(url)``: one way to open a store, picked by the URL.
+
+* ``postgresql://…`` or ``postgres://…`` opens a :class:`~retold.PostgresStore` (the
+  ``postgres`` extra); a ``retold_schema=<name>`` query parameter keeps the tables in that
+  PostgreSQL schema and is not passed to the server.
+* ``sqlite:///path/to/file.db``, ``sqlite:///:memory:`` or a plain file path opens a
+  :class:`~retold.SQLiteStore`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ._errors import InvalidInputError
+from ._store import SQLiteStore, Store
+
+__all__ = ["is_postgres_url", "open_store"]
+
+_PG_SCHEMES = ("postgresql", "postgres")
+
+
+def is_postgres_url(url: str | Path) -> bool:
+    """True when ``url`` names a PostgreSQL database."""
+    return isinstance(url, str) and urlsplit(url).scheme.lower() in _PG_SCHEMES
+
+
+def open_store(url: str | Path, *, must_exist: bool = False, **options: Any) -> Store:
+    """Open the store ``url`` names; ``options`` go to the store's constructor.
+
+    Args:
+        url: a ``postgresql://`` URL, a ``sqlite://`` URL or a SQLite file path.
+        must_exist: refuse to create a new SQLite file (a PostgreSQL database must exist
+            anyway; its tables are created on first open).
+
+    Raises:
+        InvalidInputError: ``url`` is empty, has an unknown scheme, or names a SQLite file
+            that does not exist (``must_exist``) or whose directory does not exist.
+        StoreError: the database cannot be opened.
+    """
+    text = str(url)
+    if not text.strip():
+        raise InvalidInputError("db", "is empty; pass a file path or a postgresql:// URL")
+    if is_postgres_url(text):
+        from ._store_postgres import PostgresStore
+
+        parts = urlsplit(text)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        schema = [v for k, v in query if k == "retold_schema"]
+        rest = urlencode([(k, v) for k, v in query if k != "retold_schema"])
+        clean = urlunsplit(parts._replace(query=rest))
+        if schema:
+            options.setdefault("schema", schema[-1])
+        return PostgresStore(clean, **options)
+    scheme = urlsplit(text).scheme.lower()
+    if scheme == "sqlite":
+        text = text[len("sqlite://") :]
+        if text.startswith("/:memory:"):
+            text = ":memory:"
+    elif "://" in text:
+        raise InvalidInputError(
+            "db", f"unknown store URL scheme {scheme!r}; use a file path or postgresql://"
+        )
+    if text != ":memory:":
+        path = Path(text)
+        if must_exist and not path.exists():
+            raise InvalidInputError("db", f"no database at {str(path)!r}")
+        if path.parent and not path.parent.exists():
+            raise InvalidInputError("db", f"directory {str(path.parent)!r} does not exist")
+    return SQLiteStore(text, **options)

@@ -1,0 +1,1139 @@
+"""``PostgresStore``: the shared, multi-worker store (the ``postgres`` extra, psycopg 3).
+
+Same contract as :class:`~retold.SQLiteStore` (see :class:`~retold.Store`): every query
+filters on the trusted :class:`~retold.Principal` in SQL (CTI-1); every bound string passes
+the same :class:`~retold.Redactor` before it leaves the process (SR-1), so a secret never
+reaches the server, its WAL or its data files; ``events`` is append-only (a trigger refuses
+UPDATE, DELETE and TRUNCATE); idempotency keys and transcript turn indexes are UNIQUE
+constraints; supersession, index maintenance and events commit in one transaction; deletion
+erases the text, and the generated ``tsvector`` follows it in the same statement (dead row
+versions and GIN pages keep bytes until :meth:`PostgresStore.vacuum`); schemas are
+versioned per component under an advisory lock.
+
+Sync API over a connection pool, on purpose: the :class:`~retold.Store` protocol and every
+component that composes writes with it (retrieval, audit, activation, extraction) are
+synchronous and run through :class:`~retold.AsyncStore` in worker threads. With a pool, each
+worker thread holds its own connection, so concurrent calls run in parallel on the server
+(SQLite serialises them on one lock). An async-only store would need a second async API in
+every component; the thread offload costs one thread hop per call, which is small next to a
+network round trip. Every wait is bounded: pool checkout (``pool_timeout_s``), connect
+(``connect_timeout_s``), statements and lock waits (``statement_timeout_ms``).
+
+Lexical search is BM25 (k1=1.2, b=0.75, FTS5's constants and IDF formula) computed in SQL
+over a stored ``tsvector`` column with a GIN index; statistics (N, average length, document
+frequency) are computed within the principal's scope, so no other tenant's data moves a
+score. The text search configuration ``retold`` stems like FTS5's porter tokenizer and keeps
+stop words (FTS5 has none). Dense search stores float32 vectors in ``bytea`` and scores them
+in the application (exact cosine, numpy when present): pgvector is not assumed (it is not
+packaged for this machine's Debian release).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ._errors import InvalidInputError, StoreError, UsageError
+from ._records import (
+    Activation,
+    Event,
+    EvidenceRef,
+    LifecycleState,
+    Principal,
+    Record,
+    RecordDraft,
+    TranscriptTurn,
+    WriteOrigin,
+)
+from ._redaction import Redactor
+from ._store import _RECORD_COLUMNS, _record_row, _row_to_record, iso
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresStore", "PostgresWriter", "pg_sql"]
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], datetime]
+
+_UNTRUSTED_ORIGINS = frozenset({WriteOrigin.EXTRACTION, WriteOrigin.TOOL_CALL})
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return "r" + uuid.uuid4().hex
+
+
+def pg_sql(sql: str) -> str:
+    """Translate the store's portable SQL (``?`` placeholders) to psycopg's ``%s`` style.
+
+    ``?`` outside string literals becomes ``%s``; every ``%`` is doubled so a ``LIKE '%x'``
+    literal survives psycopg's parameter parsing. Values are always sent as server-side
+    parameters, never spliced into the text.
+    """
+    out: list[str] = []
+    in_literal = False
+    for ch in sql:
+        if ch == "'":
+            in_literal = not in_literal
+            out.append(ch)
+        elif ch == "%":
+            out.append("%%")
+        elif ch == "?" and not in_literal:
+            out.append("%s")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# Text columns are COLLATE "C" so ORDER BY and comparisons of ids and ISO timestamps are
+# byte order, as in SQLite, whatever the cluster's default collation.
+_CORE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE retold_meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
+
+    CREATE TEXT SEARCH DICTIONARY retold_stem (TEMPLATE = snowball, Language = english);
+    CREATE TEXT SEARCH CONFIGURATION retold (COPY = english);
+    ALTER TEXT SEARCH CONFIGURATION retold
+        ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+        WITH retold_stem;
+
+    CREATE FUNCTION retold_doclen(tsvector) RETURNS integer
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT COALESCE(SUM(COALESCE(array_length(positions, 1), 1)), 0)::integer
+              FROM unnest($1) $$;
+
+    CREATE TABLE records (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+        tenant TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL,
+        text TEXT NOT NULL,
+        activation TEXT COLLATE "C" NOT NULL DEFAULT 'conditional',
+        lifecycle TEXT COLLATE "C" NOT NULL,
+        epistemic TEXT COLLATE "C" NOT NULL,
+        confidence DOUBLE PRECISION NOT NULL,
+        source_type TEXT COLLATE "C" NOT NULL,
+        speaker TEXT,
+        event_time TEXT COLLATE "C",
+        valid_from TEXT COLLATE "C",
+        valid_to TEXT COLLATE "C",
+        expires_at TEXT COLLATE "C",
+        superseded_by TEXT COLLATE "C",
+        conflicts_with TEXT NOT NULL DEFAULT '[]',
+        evidence TEXT NOT NULL DEFAULT '[]',
+        attribute TEXT,
+        tags TEXT NOT NULL DEFAULT '[]',
+        session_id TEXT COLLATE "C",
+        idempotency_key TEXT COLLATE "C",
+        created_at TEXT COLLATE "C" NOT NULL,
+        updated_at TEXT COLLATE "C" NOT NULL,
+        text_tsv tsvector GENERATED ALWAYS AS (to_tsvector('retold', text)) STORED,
+        text_len integer GENERATED ALWAYS AS
+            (retold_doclen(to_tsvector('retold', text))) STORED,
+        UNIQUE (tenant, principal, idempotency_key)
+    );
+    CREATE INDEX records_scope ON records (tenant, principal, lifecycle, created_at);
+    CREATE INDEX records_tsv ON records USING GIN (text_tsv);
+
+    CREATE TABLE transcript_turns (
+        tenant TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        session_id TEXT COLLATE "C" NOT NULL,
+        turn_index INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        speaker TEXT,
+        text TEXT NOT NULL,
+        time TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (tenant, principal, session_id, turn_index)
+    );
+
+    CREATE TABLE events (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tenant TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        record_id TEXT COLLATE "C",
+        type TEXT COLLATE "C" NOT NULL,
+        actor TEXT NOT NULL,
+        time TEXT COLLATE "C" NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_scope ON events (tenant, principal, record_id);
+    CREATE FUNCTION retold_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'events are append-only' USING ERRCODE = 'integrity_constraint_violation';
+    END $$;
+    CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION retold_events_append_only();
+    CREATE TRIGGER events_append_only_truncate BEFORE TRUNCATE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION retold_events_append_only();
+    """,
+    # SQLite's instr(), so components' portable SQL (conflict-link lookups) runs unchanged.
+    """
+    CREATE FUNCTION instr(text, text) RETURNS integer
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT strpos($1, $2) $$;
+    """,
+)
+
+
+# The portable subset of SQLite DDL the components write, and its PostgreSQL spelling:
+# a component that keeps to it (TEXT/INTEGER/REAL/BLOB columns, AUTOINCREMENT keys, plain
+# and partial indexes) needs no second copy of its migrations.
+_DDL_ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b", re.I),
+        "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+    ),
+    (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
+    (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
+    (re.compile(r"\)\s*WITHOUT\s+ROWID", re.I), ")"),
+)
+
+
+_CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", re.I)
+_NAMES_ROWID = re.compile(r"\browid\b", re.I)
+
+
+def adapt_ddl(script: str) -> str:
+    """SQLite-flavoured DDL (the portable subset) spelled for PostgreSQL; idempotent.
+
+    A table without an integer key gets SQLite's implicit ``rowid`` as an identity column
+    (so ``ORDER BY rowid`` keeps meaning write order), and :meth:`PostgresStore.query`
+    hides it from ``SELECT *`` as SQLite does.
+    """
+    for pattern, replacement in _DDL_ADAPTATIONS:
+        script = pattern.sub(replacement, script)
+    out: list[str] = []
+    pos = 0
+    for match in _CREATE_TABLE.finditer(script):
+        depth, end = 1, match.end()
+        while end < len(script) and depth:
+            depth += {"(": 1, ")": -1}.get(script[end], 0)
+            end += 1
+        body = script[match.end() : end]
+        out.append(script[pos : match.end()])
+        if not re.search(r"\bIDENTITY\b|\browid\b", body, re.I):
+            out.append("rowid BIGINT GENERATED ALWAYS AS IDENTITY, ")
+        pos = match.end()
+    out.append(script[pos:])
+    return "".join(out)
+
+
+def _rows(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # SQLite's rowid is hidden unless a query names it; ours is a real column.
+    if rows and "rowid" in rows[0] and not _NAMES_ROWID.search(sql):
+        for row in rows:
+            del row["rowid"]
+    return rows
+
+
+def _configure_connection(conn: Any) -> None:
+    # SQLite stores Python bools as 0/1 in INTEGER columns, and the components bind bools
+    # to such columns; send them to PostgreSQL as integers too.
+    from psycopg.types.numeric import Int8Dumper
+
+    class _BoolAsInt(Int8Dumper):
+        def dump(self, obj: Any) -> bytes:
+            return b"1" if obj else b"0"
+
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise UsageError(
+            "PostgresStore needs the 'postgres' extra: pip install 'retold[postgres]'"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+class PostgresWriter:
+    """The write side of one open PostgreSQL transaction. Every bound string is redacted."""
+
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
+        self._store = store
+        self._conn = conn
+        self.now = store.clock()
+
+    def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
+        redact = self._store.redactor.redact
+        if isinstance(params, Mapping):
+            raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
+        return [redact(v) if isinstance(v, str) else v for v in params]
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        """Run one statement inside the transaction with redacted parameters."""
+        return self._conn.execute(pg_sql(sql), self._clean(params))
+
+    def _raw(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        # Schema and key bookkeeping only (values that are not user data); no redaction.
+        return self._conn.execute(pg_sql(sql), list(params))
+
+    def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
+        """Insert one row; returns the number of rows written (0 when ignored)."""
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        tail = " ON CONFLICT DO NOTHING" if or_ignore else ""
+        cur = self.execute(
+            f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", list(row.values())
+        )
+        return int(cur.rowcount)
+
+    def query(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[dict[str, Any]]:
+        """Read inside the transaction (sees its uncommitted writes)."""
+        if isinstance(params, Mapping):
+            raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
+        return _rows(sql, list(self._conn.execute(pg_sql(sql), list(params)).fetchall()))
+
+    def step(self, name: str) -> None:
+        """Mark a point inside a write; the store's fault seam may raise here (tests)."""
+        if self._store._on_write_step is not None:
+            self._store._on_write_step(name)
+
+    def event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one audit event in this transaction."""
+        payload = json.dumps(self._store.redactor.redact_value(dict(data or {})), sort_keys=True)
+        self.execute(
+            "INSERT INTO events (tenant, principal, record_id, type, actor, time, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
+        )
+
+
+class PostgresStore:
+    """A store in a PostgreSQL database, shared by many processes and workers.
+
+    Args:
+        url: a ``postgresql://`` (or ``postgres://``) connection URL.
+        schema: PostgreSQL schema to keep the tables in (created if missing); by default the
+            connection's ``search_path`` decides (normally ``public``).
+        clock: returns the current time; inject a fixed clock for reproducible rows.
+        id_factory: returns a new record id; inject for reproducible ids.
+        redaction_key: key for secret ids; by default a random key is created with the
+            database and kept in it, so ids are stable for that store.
+        pool_size: most connections this store holds at once.
+        pool_timeout_s: longest wait for a free pooled connection.
+        connect_timeout_s: longest wait to open one connection.
+        statement_timeout_ms: longest run of one statement, lock waits included.
+        on_write_step: test seam called with a step name at each point inside a write;
+            raising from it aborts the write (which must then leave no trace).
+
+    Raises:
+        UsageError: the ``postgres`` extra is missing or ``schema`` is not a plain name.
+        StoreError: the database cannot be reached or migrated.
+    """
+
+    dialect = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        redaction_key: bytes | None = None,
+        pool_size: int = 8,
+        pool_timeout_s: float = 30.0,
+        connect_timeout_s: int = 10,
+        statement_timeout_ms: int = 30_000,
+        on_write_step: Callable[[str], None] | None = None,
+    ) -> None:
+        psycopg, psycopg_pool = _psycopg()
+        from psycopg.rows import dict_row
+
+        if schema is not None and not _SCHEMA_NAME.match(schema):
+            raise InvalidInputError("schema", "must be a lower-case SQL name ([a-z_][a-z0-9_]*)")
+        self.url = url
+        self.schema = schema
+        self._clock: Clock = clock or _utcnow
+        self._new_id = id_factory or _new_id
+        self._on_write_step = on_write_step
+        self._local = threading.local()
+        self._ensured: dict[str, int] = {}
+        options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
+        options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
+        if schema is not None:
+            options += f" -c search_path={schema}"
+        try:
+            self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(1, pool_size),
+                timeout=pool_timeout_s,
+                kwargs={
+                    "autocommit": True,
+                    "row_factory": dict_row,
+                    "connect_timeout": int(connect_timeout_s),
+                    "options": options,
+                },
+                open=False,
+                name="retold",
+                configure=_configure_connection,
+            )
+            self._pool.open(wait=True, timeout=pool_timeout_s)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise StoreError(f"cannot open PostgreSQL database {_safe_url(url)!r}: {exc}") from exc
+        try:
+            if schema is not None:
+                self._create_schema(schema)
+            self.ensure_schema("core", _CORE_MIGRATIONS)
+            self.redactor = Redactor(redaction_key or self._stored_key())
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _create_schema(self, schema: str) -> None:
+        from psycopg import sql
+
+        psycopg, _ = _psycopg()
+        try:
+            with self.write() as w:
+                w._raw("SELECT pg_advisory_xact_lock(?)", [_lock_key("schema:" + schema)])
+                w._conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        _, psycopg_pool = _psycopg()
+        try:
+            cm = self._pool.connection()
+            conn = cm.__enter__()
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreError(
+                f"no PostgreSQL connection free within the pool timeout: {exc}"
+            ) from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        else:
+            cm.__exit__(None, None, None)
+
+    @contextmanager
+    def write(self) -> Iterator[PostgresWriter]:
+        """Open a transaction; commit on success, roll back on any error.
+
+        A write opened inside another on the same thread becomes a savepoint of it, and
+        :meth:`query` inside a write reads through the same transaction.
+        """
+        psycopg, _ = _psycopg()
+        with self._connection() as conn:
+            outer = getattr(self._local, "conn", None) is None
+            if outer:
+                self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield PostgresWriter(self, conn)
+            except psycopg.errors.QueryCanceled as exc:
+                raise StoreError(f"write timed out: {exc}") from exc
+            except psycopg.errors.LockNotAvailable as exc:
+                raise StoreError(f"write timed out waiting for a lock: {exc}") from exc
+            finally:
+                if outer:
+                    self._local.conn = None
+
+    def query(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[dict[str, Any]]:
+        """Run a read-only query (``?`` placeholders) and return its rows as dicts."""
+        psycopg, _ = _psycopg()
+        if isinstance(params, Mapping):
+            raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
+        with self._connection() as conn:
+            try:
+                return _rows(sql, list(conn.execute(pg_sql(sql), list(params)).fetchall()))
+            except psycopg.errors.QueryCanceled as exc:
+                raise StoreError(f"query timed out: {exc}") from exc
+
+    def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
+        """Apply the not-yet-applied migrations of ``component``, each in one transaction.
+
+        Migrations are PostgreSQL scripts (several statements each). An advisory lock
+        serialises migrators, so several processes may open a new database at once.
+
+        Raises:
+            StoreError: a migration failed (it is rolled back, the version stays).
+        """
+        psycopg, _ = _psycopg()
+        # Components ensure their schema on every construction (a retriever per turn):
+        # once a version is known to be applied, skip the locked migration transactions.
+        if self._ensured.get(component, -1) >= len(migrations):
+            return
+        rows: list[dict[str, Any]] = []
+        if getattr(self._local, "conn", None) is None:  # an error would abort an open write
+            try:
+                rows = self.query(
+                    "SELECT version FROM retold_schema WHERE component = ?", [component]
+                )
+            except psycopg.errors.UndefinedTable:
+                rows = []
+        if rows and int(rows[0]["version"]) >= len(migrations):
+            self._ensured[component] = int(rows[0]["version"])
+            return
+        lock = _lock_key("migrate")
+        for version, script in enumerate(migrations, start=1):
+            try:
+                with self.write() as w:
+                    w._raw("SELECT pg_advisory_xact_lock(?)", [lock])
+                    w._raw(
+                        "CREATE TABLE IF NOT EXISTS retold_schema "
+                        '(component TEXT COLLATE "C" PRIMARY KEY, version INTEGER NOT NULL)'
+                    )
+                    row = w.query(
+                        "SELECT version FROM retold_schema WHERE component = ?", [component]
+                    )
+                    if (row[0]["version"] if row else 0) >= version:
+                        continue
+                    w._conn.execute(adapt_ddl(script).encode())
+                    w._raw(
+                        "INSERT INTO retold_schema (component, version) VALUES (?, ?) "
+                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                        [component, version],
+                    )
+                    log.debug("schema_migrated", component=component, version=version)
+                self._ensured[component] = version
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"migration {version} of component {component!r} failed on PostgreSQL: "
+                    f"{exc} (does this component ship a PostgreSQL schema?)"
+                ) from exc
+
+    def schema_version(self, component: str) -> int:
+        rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
+        return int(rows[0]["version"]) if rows else 0
+
+    def _stored_key(self) -> bytes:
+        with self.write() as w:
+            w._conn.execute(
+                "INSERT INTO retold_meta (key, value) VALUES ('redaction_key', %s) "
+                "ON CONFLICT (key) DO NOTHING",
+                [secrets.token_hex(32)],
+            )
+        row = self.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
+        return bytes.fromhex(row[0]["value"])
+
+    def checkpoint(self) -> None:
+        """Ask the server for a CHECKPOINT (needs superuser or pg_checkpoint rights)."""
+        with self._connection() as conn:
+            conn.execute("CHECKPOINT")
+
+    def vacuum(self) -> None:
+        """``VACUUM FULL`` the record, index and transcript tables.
+
+        Deletion erases the text in the live row and its ``tsvector`` at once, so nothing
+        reads or matches it again; but PostgreSQL keeps the dead row version in the table
+        file and its lexemes in GIN index pages, and a plain VACUUM does not clear the
+        index pages. This rewrites the tables and rebuilds their indexes, so no dead copy
+        of erased text stays in their files (WAL segments still hold it until they are
+        recycled). It takes an exclusive lock: run it off peak.
+        """
+        with self._connection() as conn:
+            for table in ("records", "retrieval_entities", "retrieval_vectors"):
+                exists = conn.execute("SELECT to_regclass(%s) AS t", [table]).fetchone()
+                if exists and exists["t"] is not None:
+                    conn.execute(f"VACUUM FULL {table}")
+
+    # -- records ------------------------------------------------------------------------
+
+    def _fetch(
+        self,
+        reader: PostgresWriter | PostgresStore,
+        scope: Principal,
+        record_id: str,
+        *,
+        lock: bool = False,
+    ) -> Record | None:
+        rows = reader.query(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?"
+            + (" FOR UPDATE" if lock else ""),
+            [scope.tenant, scope.principal, record_id],
+        )
+        return _row_to_record(rows[0]) if rows else None
+
+    def _require(self, w: PostgresWriter, scope: Principal, record_id: str, field: str) -> Record:
+        # FOR UPDATE: two writers superseding or deleting one record serialise on its row.
+        record = self._fetch(w, scope, record_id, lock=True)
+        if record is None:
+            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
+        return record
+
+    def _store_error(self, what: str, exc: Exception) -> StoreError:
+        return StoreError(f"{what} failed: {exc}")
+
+    def add(
+        self,
+        scope: Principal,
+        draft: RecordDraft,
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+    ) -> Record:
+        """Write a new record (redacted) with its ``record.created`` event; see SQLiteStore.add."""
+        psycopg, _ = _psycopg()
+        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
+        try:
+            with self.write() as w:
+                record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
+        except psycopg.Error as exc:
+            raise self._store_error("record write", exc) from exc
+        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
+        return record
+
+    def add_batch(
+        self,
+        scope: Principal,
+        drafts: Sequence[RecordDraft],
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+        also: Callable[[PostgresWriter], None] | None = None,
+    ) -> list[Record]:
+        """Write several records, and whatever ``also`` writes, in one transaction."""
+        psycopg, _ = _psycopg()
+        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
+        try:
+            with self.write() as w:
+                records = [
+                    self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts
+                ]
+                if also is not None:
+                    also(w)
+        except psycopg.Error as exc:
+            raise self._store_error("batch write", exc) from exc
+        log.debug("records_written", count=len(records), tenant=scope.tenant)
+        return records
+
+    def refuse_untrusted_ambient(
+        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
+    ) -> None:
+        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
+        if origin not in _UNTRUSTED_ORIGINS:
+            return
+        if not any(d.activation is Activation.AMBIENT for d in drafts):
+            return
+        self.append_event(
+            scope,
+            "record.activation_refused",
+            actor=actor,
+            data={"origin": origin.value, "requested": "ambient"},
+        )
+        log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
+        raise InvalidInputError(
+            "activation",
+            f"a write from {origin.value} cannot set ambient activation; "
+            "only the audited activation policy or a reviewer can promote a record",
+        )
+
+    def insert_record(
+        self,
+        w: PostgresWriter,
+        scope: Principal,
+        draft: RecordDraft,
+        *,
+        origin: WriteOrigin,
+        actor: str,
+    ) -> Record:
+        """Insert one record inside an open transaction (same semantics as SQLiteStore's)."""
+        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
+            raise InvalidInputError(
+                "activation", f"a write from {origin.value} cannot set ambient activation"
+            )
+        # Shared scope lock: records_after() takes it exclusively to see no write in flight.
+        w._raw("SELECT pg_advisory_xact_lock_shared(?)", [_scope_lock(scope)])
+        if draft.idempotency_key is not None:
+            key = self.redactor.redact(draft.idempotency_key)
+            # Writers with one key serialise here, so the second sees the first's commit.
+            w.execute(
+                "SELECT pg_advisory_xact_lock(?)",
+                [_lock_key(f"idem:{scope.tenant}:{scope.principal}:{key}")],
+            )
+            rows = w.query(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+                "AND idempotency_key = ?",
+                [scope.tenant, scope.principal, key],
+            )
+            if rows:
+                return _row_to_record(rows[0])
+        if draft.supersedes is not None:
+            old = self._require(w, scope, draft.supersedes, "supersedes")
+            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
+                raise InvalidInputError(
+                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
+                )
+        for other in draft.conflicts_with:
+            self._require(w, scope, other, "conflicts_with")
+        now = w.now
+        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
+        record = Record.model_validate(
+            {
+                **body,
+                "id": self._new_id(),
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "idempotency_key": draft.idempotency_key,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        record = self._redacted(record)
+        # The tsvector and its GIN entry are written by this INSERT (a generated column).
+        w.insert("records", _record_row(record))
+        w.step("record_inserted")
+        w.step("fts_indexed")
+        w.event(
+            scope,
+            "record.created",
+            actor=actor,
+            record_id=record.id,
+            data={"origin": origin.value, "kind": record.kind.value},
+        )
+        if draft.supersedes is not None:
+            w.execute(
+                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
+            )
+            w.step("superseded")
+            w.event(
+                scope,
+                "record.superseded",
+                actor=actor,
+                record_id=draft.supersedes,
+                data={"superseded_by": record.id},
+            )
+        for other in draft.conflicts_with:
+            self._link_conflict(w, scope, other, record.id)
+            w.event(
+                scope,
+                "record.conflict_linked",
+                actor=actor,
+                record_id=record.id,
+                data={"other": other},
+            )
+        w.step("before_commit")
+        return record
+
+    def _redacted(self, record: Record) -> Record:
+        r = self.redactor.redact
+        return record.model_copy(
+            update={
+                "text": r(record.text),
+                "speaker": r(record.speaker) if record.speaker else record.speaker,
+                "attribute": r(record.attribute) if record.attribute else record.attribute,
+                "tags": tuple(r(t) for t in record.tags),
+            }
+        )
+
+    def _link_conflict(
+        self, w: PostgresWriter, scope: Principal, record_id: str, other: str
+    ) -> None:
+        row = self._require(w, scope, record_id, "conflicts_with")
+        links = sorted(set(row.conflicts_with) | {other})
+        w.execute(
+            "UPDATE records SET conflicts_with = ?, updated_at = ? "
+            "WHERE tenant = ? AND principal = ? AND id = ?",
+            [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
+        )
+
+    def records_after(self, scope: Principal, rowid: int) -> list[dict[str, Any]]:
+        """``rowid, id, text, lifecycle`` of the scope's records after ``rowid``, in order.
+
+        Identity values are handed out before commit, so a plain ``rowid >`` scan could
+        pass a row that commits later with a lower rowid. This read first waits (bounded by
+        the statement timeout) for the scope's in-flight record writes, which hold a shared
+        lock, so a watermark advanced to the last row returned never skips one.
+        """
+        with self.write() as w:
+            w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
+            return w.query(
+                "SELECT rowid, id, text, lifecycle FROM records "
+                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
+                [scope.tenant, scope.principal, rowid],
+            )
+
+    def get(self, scope: Principal, record_id: str) -> Record | None:
+        """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
+        return self._fetch(self, scope, record_id)
+
+    def list_records(
+        self,
+        scope: Principal,
+        *,
+        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
+        activation: Activation | None = None,
+        include_expired: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records in ``scope``, newest first (ties by id); active and unexpired by default."""
+        where = ["tenant = ?", "principal = ?"]
+        params: list[Any] = [scope.tenant, scope.principal]
+        if lifecycle is not None:
+            states = [LifecycleState(s).value for s in lifecycle]
+            where.append(f"lifecycle IN ({', '.join('?' for _ in states)})")
+            params.extend(states)
+        if activation is not None:
+            where.append("activation = ?")
+            params.append(activation.value)
+        if not include_expired:
+            where.append("(expires_at IS NULL OR expires_at > ?)")
+            params.append(iso(self._clock()))
+        sql = (
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(where)} "
+            "ORDER BY COALESCE(event_time, created_at) DESC, id"
+        )
+        if limit is not None:
+            if limit < 0:
+                raise InvalidInputError("limit", "must be >= 0")
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_row_to_record(row) for row in self.query(sql, params)]
+
+    def bm25_rows(
+        self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
+    ) -> list[dict[str, Any]]:
+        """Record rows (alias ``r``, plus ``rowid`` and ``score``) matching any word of ``text``.
+
+        Scored by BM25 with FTS5's constants over the scope's non-deleted records; ``where``
+        and ``params`` are the caller's filter on alias ``r`` (it must filter on the scope).
+        Best first, ties by id. The statistics CTEs are MATERIALIZED: inlined into the
+        per-hit scoring subquery they would be recomputed for every matching row.
+        """
+        if limit <= 0:
+            return []
+        cols = ", ".join(f"r.{c.strip()}" for c in _RECORD_COLUMNS.split(","))
+        sql = f"""
+            WITH lex AS MATERIALIZED (
+                SELECT DISTINCT lexeme FROM unnest(to_tsvector('retold', ?::text))
+            ),
+            tq AS MATERIALIZED (
+                SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM lex
+            ),
+            stats AS MATERIALIZED (
+                SELECT COUNT(*)::float8 AS n, COALESCE(AVG(text_len), 0)::float8 AS avgdl
+                FROM records WHERE tenant = ? AND principal = ? AND lifecycle <> 'deleted'
+            ),
+            df AS MATERIALIZED (
+                SELECT lex.lexeme, (
+                    SELECT COUNT(*) FROM records d
+                    WHERE d.tenant = ? AND d.principal = ? AND d.lifecycle <> 'deleted'
+                    AND d.text_tsv @@ quote_literal(lex.lexeme)::tsquery
+                )::float8 AS df FROM lex
+            ),
+            idf AS MATERIALIZED (
+                SELECT df.lexeme, GREATEST(LN((stats.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) AS w
+                FROM df, stats
+            ),
+            hits AS (
+                SELECT {cols}, r.rowid AS rowid, r.text_tsv, r.text_len
+                FROM records r, tq WHERE tq.q IS NOT NULL AND r.text_tsv @@ tq.q AND {where}
+            )
+            SELECT h.*, (
+                SELECT SUM(idf.w * tf.n * {_BM25_K1 + 1}
+                           / (tf.n + {_BM25_K1} * (1 - {_BM25_B} + {_BM25_B} * h.text_len
+                              / GREATEST(stats.avgdl, 1))))
+                FROM (
+                    SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS n
+                    FROM unnest(h.text_tsv) u
+                ) tf JOIN idf ON idf.lexeme = tf.lexeme
+            ) AS score
+            FROM hits h, stats
+            ORDER BY score DESC, h.id LIMIT ?
+        """
+        rows = self.query(
+            sql,
+            [text, scope.tenant, scope.principal, scope.tenant, scope.principal, *params, limit],
+        )
+        for row in rows:
+            row.pop("text_tsv", None)
+            row.pop("text_len", None)
+            row["score"] = float(row["score"] or 0.0)
+        return rows
+
+    def search(
+        self, scope: Principal, query: str, *, limit: int = 20
+    ) -> list[tuple[Record, float]]:
+        """BM25 full-text search over live records in ``scope``; best first, ties by id."""
+        words = re.findall(r"\w+", query.lower())
+        if not words or limit <= 0:
+            return []
+        rows = self.bm25_rows(
+            scope,
+            " ".join(dict.fromkeys(words)),
+            "r.tenant = ? AND r.principal = ? AND r.lifecycle = 'active' "
+            "AND r.superseded_by IS NULL AND (r.expires_at IS NULL OR r.expires_at > ?)",
+            [scope.tenant, scope.principal, iso(self._clock())],
+            limit,
+        )
+        return [(_row_to_record(row), float(row["score"])) for row in rows]
+
+    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
+        """Delete a record: its text and index entry are erased; the row and its events stay.
+
+        Raises:
+            InvalidInputError: no such record in ``scope``.
+        """
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is not LifecycleState.DELETED:
+                w.execute(
+                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
+                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
+                    [iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                w.step("deleted")
+                w.event(
+                    scope,
+                    "record.deleted",
+                    actor=actor,
+                    record_id=record_id,
+                    data={"previous": record.lifecycle.value},
+                )
+            deleted = self._require(w, scope, record_id, "id")
+        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
+        return deleted
+
+    def transition(
+        self,
+        scope: Principal,
+        record_id: str,
+        lifecycle: LifecycleState,
+        *,
+        actor: str,
+        reason: str = "",
+        superseded_by: str | None = None,
+    ) -> Record:
+        """Move a record to another lifecycle state; see :meth:`SQLiteStore.transition`."""
+        lifecycle = LifecycleState(lifecycle)
+        if lifecycle is LifecycleState.DELETED:
+            return self.delete(scope, record_id, actor=actor)
+        if (lifecycle is LifecycleState.SUPERSEDED) != (superseded_by is not None):
+            raise InvalidInputError(
+                "superseded_by", "is required for, and only for, the superseded state"
+            )
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is LifecycleState.DELETED:
+                raise InvalidInputError("id", f"record {record_id!r} is deleted")
+            data: dict[str, Any] = {"previous": record.lifecycle.value, "reason": reason}
+            if superseded_by is not None:
+                self._require(w, scope, superseded_by, "superseded_by")
+                data["superseded_by"] = superseded_by
+            w.execute(
+                "UPDATE records SET lifecycle = ?, superseded_by = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [
+                    lifecycle.value,
+                    superseded_by,
+                    iso(w.now),
+                    scope.tenant,
+                    scope.principal,
+                    record_id,
+                ],
+            )
+            w.event(scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id, data=data)
+            return self._require(w, scope, record_id, "id")
+
+    def set_activation(
+        self,
+        scope: Principal,
+        record_id: str,
+        activation: Activation,
+        *,
+        actor: str,
+        origin: WriteOrigin,
+        data: Mapping[str, Any] | None = None,
+    ) -> Record:
+        """Change a record's activation; only the activation policy or a reviewer may promote."""
+        activation = Activation(activation)
+        if activation is Activation.AMBIENT and origin not in (
+            WriteOrigin.ACTIVATION_POLICY,
+            WriteOrigin.REVIEWER,
+        ):
+            raise UsageError("only the activation policy or a reviewer may set ambient activation")
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.activation is not activation:
+                w.execute(
+                    "UPDATE records SET activation = ?, updated_at = ? "
+                    "WHERE tenant = ? AND principal = ? AND id = ?",
+                    [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                w.event(
+                    scope,
+                    "record.activation_changed",
+                    actor=actor,
+                    record_id=record_id,
+                    data={
+                        "from": record.activation.value,
+                        "to": activation.value,
+                        "origin": origin.value,
+                        **(data or {}),
+                    },
+                )
+            return self._require(w, scope, record_id, "id")
+
+    # -- transcript ---------------------------------------------------------------------
+
+    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Persist one transcript turn (redacted). A turn index is written once per session.
+
+        Raises:
+            InvalidInputError: the session already has a turn with this index.
+        """
+        psycopg, _ = _psycopg()
+        clean = turn.model_copy(
+            update={
+                "text": self.redactor.redact(turn.text),
+                "speaker": self.redactor.redact(turn.speaker) if turn.speaker else turn.speaker,
+            }
+        )
+        try:
+            with self.write() as w:
+                w.insert(
+                    "transcript_turns",
+                    {
+                        "tenant": scope.tenant,
+                        "principal": scope.principal,
+                        "session_id": clean.session_id,
+                        "turn_index": clean.turn_index,
+                        "role": clean.role.value,
+                        "speaker": clean.speaker,
+                        "text": clean.text,
+                        "time": iso(clean.time),
+                    },
+                )
+        except psycopg.errors.UniqueViolation as exc:
+            raise InvalidInputError(
+                "turn_index",
+                f"session {turn.session_id!r} already has turn {turn.turn_index}",
+            ) from exc
+        return clean
+
+    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
+        rows = self.query(
+            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
+            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
+            [scope.tenant, scope.principal, *params],
+        )
+        return [TranscriptTurn.model_validate(row) for row in rows]
+
+    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
+        turns = self._turns(
+            scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index]
+        )
+        return turns[0] if turns else None
+
+    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        return self._turns(scope, "session_id = ?", [session_id])
+
+    def next_turn_index(self, scope: Principal, session_id: str) -> int:
+        rows = self.query(
+            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
+            "WHERE tenant = ? AND principal = ? AND session_id = ?",
+            [scope.tenant, scope.principal, session_id],
+        )
+        return int(rows[0]["n"])
+
+    # -- events -------------------------------------------------------------------------
+
+    def append_event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one audit event in its own transaction."""
+        with self.write() as w:
+            w.event(scope, type, actor=actor, record_id=record_id, data=data)
+
+    def events(
+        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
+    ) -> list[Event]:
+        """Audit events in ``scope``, oldest first."""
+        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
+        if record_id is not None:
+            where.append("record_id = ?")
+            params.append(record_id)
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        rows = self.query(
+            "SELECT id, tenant, principal, record_id, type, actor, time, data FROM events "
+            f"WHERE {' AND '.join(where)} ORDER BY id",
+            params,
+        )
+        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory lock key for ``name``."""
+    value = zlib.crc32(name.encode()) << 32 | zlib.adler32(name.encode())
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _scope_lock(scope: Principal) -> int:
+    return _lock_key(f"scope:{len(scope.tenant)}:{scope.tenant}:{scope.principal}")
+
+
+def _safe_url(url: str) -> str:
+    """The URL with any password masked, for error messages."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
