@@ -95,7 +95,7 @@ from ._serving_gate import (
     recorded_fitness,
     write_fitness_record,
 )
-from ._store import SQLiteStore
+from ._store import SQLiteStore, Store
 from .adapters.local import OfflineResponder
 
 __all__ = [
@@ -1191,7 +1191,7 @@ async def run_fitness(
 # -- recording --------------------------------------------------------------------------
 
 
-def record_fitness(store: SQLiteStore, result: FitnessResult) -> FitnessRecord:
+def record_fitness(store: Store, result: FitnessResult) -> FitnessRecord:
     """Store ``result`` (bundle, hashes, every gate value, category counts, verdict)."""
     return write_fitness_record(
         store,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UnfittedBundleError
-from ._store import SQLiteStore, iso
+from ._store import SQLiteStore, Store, iso
 
 __all__ = [
     "MINIMUM_CASES",
@@ -134,7 +134,7 @@ _MIGRATIONS = (
 )
 
 
-def _ensure_schema(store: SQLiteStore) -> None:
+def _ensure_schema(store: Store) -> None:
     store.ensure_schema("fitness", _MIGRATIONS)
 
 
@@ -153,7 +153,7 @@ def _row_to_record(row: Mapping[str, Any]) -> FitnessRecord:
 
 
 def write_fitness_record(
-    store: SQLiteStore,
+    store: Store,
     *,
     bundle: str,
     bundle_sha256: str,
@@ -181,11 +181,12 @@ def write_fitness_record(
                 "created_at": iso(w.now),
             },
         )
-        row = w.query("SELECT * FROM fitness_results WHERE id = last_insert_rowid()")[0]
+        last = "lastval()" if store.dialect == "postgresql" else "last_insert_rowid()"
+        row = w.query(f"SELECT * FROM fitness_results WHERE id = {last}")[0]
     return _row_to_record(row)
 
 
-def recorded_fitness(store: SQLiteStore, bundle_sha256: str) -> FitnessRecord | None:
+def recorded_fitness(store: Store, bundle_sha256: str) -> FitnessRecord | None:
     """The newest fitness result recorded for ``bundle_sha256``, or None.
 
     A host serving a bundle checks ``recorded_fitness(store, sha) is not None and

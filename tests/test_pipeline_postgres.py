@@ -1,8 +1,8 @@
-"""The turn pipeline on PostgresStore: a lean selection of the profile, activation and
-MemoryChat suites, re-run with ``store`` bound to a PostgresStore.
+"""Components on PostgresStore: a lean selection of the profile and activation suites,
+re-run with ``store`` bound to a PostgresStore.
 
 The components use only the Store protocol; this pins that they keep working on the shared
-store (profile assembly, activation reviews, redaction and scope in the tool loop).
+store (profile assembly, activation review items).
 Collected only when ``RETOLD_TEST_POSTGRES_URL`` names a test cluster (see conftest).
 """
 
@@ -16,13 +16,6 @@ from retold import PostgresStore
 
 from .conftest import POSTGRES_URL, FixedClock, counter_ids, fresh_pg_schema
 from .test_activation import test_failed_or_unsure_classifier_creates_a_review_item
-from .test_chat import (
-    adapter,
-    loopback,
-    test_fact_from_session_one_is_used_in_session_three,
-    test_memory_search_stays_in_trusted_scope,
-    test_secret_in_user_turn_is_redacted_before_storage,
-)
 from .test_profile import (
     test_profile_excludes_expired_superseded_and_conflicting_records,
     test_review_resolution_mid_session_waits_for_the_next_session,
@@ -31,14 +24,9 @@ from .test_profile import (
 pytestmark = pytest.mark.skipif(POSTGRES_URL is None, reason="RETOLD_TEST_POSTGRES_URL is not set")
 
 __all__ = [
-    "adapter",
-    "loopback",
-    "test_fact_from_session_one_is_used_in_session_three",
     "test_failed_or_unsure_classifier_creates_a_review_item",
-    "test_memory_search_stays_in_trusted_scope",
     "test_profile_excludes_expired_superseded_and_conflicting_records",
     "test_review_resolution_mid_session_waits_for_the_next_session",
-    "test_secret_in_user_turn_is_redacted_before_storage",
 ]
 
 

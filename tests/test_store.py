@@ -272,30 +272,3 @@ def test_transition_to_superseded_names_its_successor(store: Store, alice: Princ
     )
     assert closed.superseded_by == new.id
     assert store.events(alice, type="record.superseded")[-1].data["superseded_by"] == new.id
-
-
-@pytest.mark.anyio
-async def test_dense_vectors_and_entities_are_purged_on_delete(
-    store: Store, alice: Principal
-) -> None:
-    """Dense search works on the store, and deletion purges the record's vectors and entities."""
-    from retold import HybridRetriever, RetrievalConfig
-
-    from .test_retrieval import HashEmbedder
-
-    target = store.add(alice, RecordDraft(text="Sourdough starter feeding schedule from Lisbon"))
-    store.add(alice, RecordDraft(text="quarterly tax paperwork"))
-    cfg = RetrievalConfig(lexical=False, session_window=0)
-    retriever = HybridRetriever(store, config=cfg, embedder=HashEmbedder())
-    result = await retriever.search(alice, "sourdough starter")
-    assert result.candidates[0].record.id == target.id and "dense" in result.candidates[0].paths
-    await retriever.search(alice, "Lisbon")
-    for table in ("retrieval_vectors", "retrieval_entities"):
-        rows = store.query(f"SELECT COUNT(*) AS n FROM {table} WHERE record_id = ?", [target.id])
-        assert rows[0]["n"] > 0, table
-    store.delete(alice, target.id)
-    for table in ("retrieval_vectors", "retrieval_entities"):
-        rows = store.query(f"SELECT COUNT(*) AS n FROM {table} WHERE record_id = ?", [target.id])
-        assert rows[0]["n"] == 0, table
-    result = await retriever.search(alice, "sourdough starter")
-    assert target.id not in [c.record.id for c in result.candidates]

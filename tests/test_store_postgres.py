@@ -21,13 +21,10 @@ import pytest
 
 from retold import (
     AsyncStore,
-    HybridRetriever,
     InvalidInputError,
     PostgresStore,
     Principal,
     RecordDraft,
-    RetrievalConfig,
-    SQLiteStore,
     StoreError,
     open_store,
 )
@@ -168,7 +165,6 @@ def test_deleted_text_leaves_the_table_files_after_vacuum(url: str) -> None:
     with open_store(url) as store:
         assert isinstance(store, PostgresStore)
         rec = store.add(alice, RecordDraft(text=f"the vault code word is {marker}"))
-        HybridRetriever(store)  # the retrieval tables exist, so the purge trigger runs too
         store.delete(alice, rec.id)
         assert store.search(alice, marker) == []
         assert store.query(
@@ -221,33 +217,6 @@ def test_idempotency_key_holds_across_processes(url: str) -> None:
         assert len(b.list_records(alice)) == 1
 
 
-def test_lexical_ranking_matches_sqlite(url: str, tmp_path: Path) -> None:
-    """The same corpus and RetrievalConfig rank the same records first on both stores."""
-    alice = Principal(tenant="acme", principal="alice")
-    corpus = [
-        "Caroline went to the LGBTQ support group on Tuesday",
-        "Melanie painted a sunrise over the lake last summer",
-        "Caroline is researching adoption agencies",
-        "Melanie ran a charity race for mental health",
-        "The support group gave Caroline courage to transition",
-        "Melanie's kids love the beach and the pottery class",
-    ]
-    config = RetrievalConfig(dense=False)
-    ranked: list[list[str]] = []
-    with SQLiteStore(tmp_path / "a.db") as lite, open_store(url) as pg:
-        for store in (lite, pg):
-            for text in corpus:
-                store.add(alice, RecordDraft(text=text))
-            result = anyio.run(
-                lambda s=store: HybridRetriever(s, config=config).search(
-                    alice, "What did Caroline do at the support group?", limit=3
-                )
-            )
-            ranked.append([c.record.text for c in result.candidates])
-    assert ranked[0] == ranked[1]
-    assert len(ranked[0]) == 3 and all("Caroline" in t for t in ranked[0][:2])
-
-
 def test_bad_urls_and_schema_names_are_named_errors(tmp_path: Path) -> None:
     """An unknown scheme, a bad schema name and an unreachable server are clear errors."""
     with pytest.raises(InvalidInputError) as err:
@@ -282,10 +251,22 @@ def test_fitness_results_record_on_postgres(url: str) -> None:
     with open_store(url) as store:
         common = {"bundle": "b", "bundle_sha256": "ab" * 32, "scenario_set_sha256": "cd" * 32}
         first = write_fitness_record(
-            store, **common, verdict="pass", gates=(), result_json="{}", harness_version="1"
+            store,
+            **common,
+            verdict="pass",
+            gates=(),
+            result_json="{}",
+            harness_version="1",
+            category_counts={},
         )
         second = write_fitness_record(
-            store, **common, verdict="fail", gates=(), result_json="{}", harness_version="1"
+            store,
+            **common,
+            verdict="fail",
+            gates=(),
+            result_json="{}",
+            harness_version="1",
+            category_counts={},
         )
         assert second.id > first.id
         newest = recorded_fitness(store, "ab" * 32)

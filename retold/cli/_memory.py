@@ -9,8 +9,8 @@ from typing import Any
 from .._errors import InvalidInputError
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
-from ._common import add_db, add_json, add_scope, emit, scope_of
-from ._common import open_any_store as open_store
+from ._common import add_db, add_json, add_scope, emit, open_any_store, scope_of
+from ._common import open_store as open_component_store
 
 
 def register(sub: Any) -> None:
@@ -100,7 +100,7 @@ def _add(args: argparse.Namespace) -> int:
     if args.idempotency_key is not None and not args.idempotency_key.strip():
         raise InvalidInputError("idempotency_key", "must not be empty")
     draft = draft_from(payload)  # validated before the database is opened: bad input writes nothing
-    with open_store(args) as store:
+    with open_any_store(args) as store:
         # The principal's records before the write: to tell a retried key from a new record,
         # and to say when the same text is already stored.
         before = store.list_records(scope, lifecycle=None, include_expired=True)
@@ -144,7 +144,7 @@ def _list(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     if args.limit is not None and args.limit < 0:
         raise InvalidInputError("limit", "must be >= 0")
-    with open_store(args, must_exist=True) as store:
+    with open_any_store(args, must_exist=True) as store:
         if args.all:
             records = store.list_records(
                 scope, lifecycle=None, include_expired=True, limit=args.limit
@@ -161,7 +161,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     scope = scope_of(args)
-    with open_store(args, must_exist=True) as store:
+    with open_any_store(args, must_exist=True) as store:
         record = store.delete(scope, args.id, actor="cli")
     if args.json:
         emit(record.model_dump(mode="json"))
@@ -197,7 +197,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.budget <= 0:
         raise InvalidInputError("budget", f"must be a positive number of tokens, not {args.budget}")
     counter = token_counter(args.unit)
-    with open_store(args, must_exist=True) as store:
+    with open_component_store(args, must_exist=True) as store:
         retriever = HybridRetriever(store)
         result = anyio.run(lambda: retriever.search(scope, args.query))
         bundle = pack(
