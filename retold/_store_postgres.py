@@ -19,13 +19,13 @@ every component; the thread offload costs one thread hop per call, which is smal
 network round trip. Every wait is bounded: pool checkout (``pool_timeout_s``), connect
 (``connect_timeout_s``), statements and lock waits (``statement_timeout_ms``).
 
-Lexical search is BM25 (k1=1.2, b=0.75, FTS5's constants and IDF formula) computed in SQL
+``search()`` is BM25 (k1=1.2, b=0.75, FTS5's constants and IDF formula) computed in SQL
 over a stored ``tsvector`` column with a GIN index; statistics (N, average length, document
 frequency) are computed within the principal's scope, so no other tenant's data moves a
 score. The text search configuration ``retold`` stems like FTS5's porter tokenizer and keeps
-stop words (FTS5 has none). Dense search stores float32 vectors in ``bytea`` and scores them
-in the application (exact cosine, numpy when present): pgvector is not assumed (it is not
-packaged for this machine's Debian release).
+stop words (FTS5 has none). :meth:`PostgresStore.bm25_rows` is the lexical stage a
+retriever can call. Components' SQLite-style DDL is spelled for PostgreSQL by
+:func:`adapt_ddl`; SQLite triggers and FTS5 are not translated.
 """
 
 from __future__ import annotations
