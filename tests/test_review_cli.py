@@ -15,10 +15,10 @@ from retold import (
     ProfileAssembler,
     RecordDraft,
     RecordKind,
+    ReviewQueue,
     Role,
     SQLiteStore,
     TranscriptTurn,
-    ReviewQueue,
     WriteOrigin,
 )
 from retold.cli import main
