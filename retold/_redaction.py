@@ -111,6 +111,8 @@ _DETECTORS: tuple[_Detector, ...] = (
     ),
 )
 
+_SECRET_NAME = re.compile(r"(?i)\s*[\"']?(?:" + _ASSIGNED_NAMES + r")[\"']?\s*")
+
 # The context an AWS secret key needs just before it (checked on at most 64 characters).
 _AWS_SECRET_CONTEXT = re.compile(
     r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[:=\s]\s{0,8}[\"']?\Z", re.DOTALL
@@ -297,10 +299,13 @@ class Redactor:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
-            return {
-                (self.redact(k) if isinstance(k, str) else k): self.redact_value(v)
-                for k, v in value.items()
-            }
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                if isinstance(k, str) and isinstance(v, str) and _SECRET_NAME.fullmatch(k):
+                    # {"password": "..."} is the assignment password=... written as JSON.
+                    v = self.redact(f"{k}={v}")[len(k) + 1 :]
+                out[self.redact(k) if isinstance(k, str) else k] = self.redact_value(v)
+            return out
         if isinstance(value, list | tuple):
             return type(value)(self.redact_value(v) for v in value)
         return value
@@ -322,9 +327,11 @@ class Redactor:
         except (ValueError, RecursionError):
             return plain
         cleaned = self.redact_value(decoded)
-        if cleaned == decoded:
-            return plain
-        return json.dumps(cleaned, ensure_ascii=False)
+        if cleaned != decoded:
+            return json.dumps(cleaned, ensure_ascii=False)
+        # Nothing inside the values; a secret seen only in the encoded form (across
+        # values) is still removed, at the price of the encoding.
+        return plain
 
 
 def redaction_processor(redactor: Redactor) -> Any:
