@@ -19,6 +19,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def run_redaction_bench(
     redactor = Redactor(b"bench-redaction-key-0123456789")
     shapes: dict[str, Any] = {}
     for name, build in ADVERSARIAL.items():
-        seconds = {n: _best_of(lambda s=build(n): redactor.redact(s), repeat) for n in lengths}
+        seconds = {n: _best_of(partial(redactor.redact, build(n)), repeat) for n in lengths}
         a, b = lengths[-2], lengths[-1]
         growth = (
             math.log(seconds[b] / seconds[a]) / math.log(b / a)
