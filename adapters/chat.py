@@ -46,7 +46,14 @@ from retold._orchestrator import (
 from retold._packing import PackingConfig, pack
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._profile import ProfileAssembler
-from retold._records import Principal, ProfileBlock, Role, TranscriptTurn, UtcDatetime
+from retold._records import (
+    Principal,
+    ProfileBlock,
+    Role,
+    TranscriptTurn,
+    UtcDatetime,
+    scope_id,
+)
 from retold._store import SQLiteStore
 from retold._tokens import TokenCounter, token_counter
 from retold._turn_input import check_chat_turn
@@ -494,6 +501,7 @@ class MemoryChat:
         """
         if self.extractor is None:
             return None
+        session_id = scope_id("session_id", session_id)
         result = await extract_session(
             self.store, scope, session_id, self.extractor, user=self.user_name
         )
@@ -504,6 +512,7 @@ class MemoryChat:
 
     async def forget(self, scope: Principal, session_id: str) -> None:
         """End the session's profile snapshot; the next session assembles a fresh one."""
+        session_id = scope_id("session_id", session_id)
         await anyio.to_thread.run_sync(self.profile.forget, scope, session_id)
 
     async def end_session(self, scope: Principal, session_id: str) -> ExtractionResult | None:
