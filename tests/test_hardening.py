@@ -349,3 +349,31 @@ def test_a_duplicate_turn_index_rolls_the_whole_turn_back(store: SQLiteStore) ->
             w.execute(
                 "INSERT INTO transcript_turns VALUES ('acme','alice','s1',0,'user',NULL,'x','t')"
             )
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_turn_leaves_nothing(store: SQLiteStore) -> None:
+    """Cancelling MemoryChat.turn while the model is answering writes no part of the turn."""
+    scope_holder: dict[str, anyio.CancelScope] = {}
+
+    async def model(messages: Any) -> str:
+        scope_holder["scope"].cancel()
+        await anyio.sleep_forever()
+        return "never"
+
+    chat = MemoryChat(
+        store=store,
+        model=model,
+        memory_mode="utility_aware",
+        retriever=_chat(store).retriever,
+        config=BUNDLE.config(shadow=True),
+        gap_policy=BUNDLE.gap_policy(None),
+        admission_policy=BUNDLE.admission_policy(None),
+        require_fitness=False,
+    )
+    with anyio.CancelScope() as cancel:
+        scope_holder["scope"] = cancel
+        await chat.turn(SCOPE, "s1", "hello there")
+    assert cancel.cancelled_caught
+    assert store.turns(SCOPE, "s1") == []
+    assert store.query("SELECT COUNT(*) AS n FROM turn_decisions")[0]["n"] == 0
