@@ -126,31 +126,62 @@ DETECTOR_FAMILIES: tuple[str, ...] = tuple(sorted({d.family for d in _DETECTORS}
 _LINE_BREAKS = frozenset("\u0085\u2028\u2029\x0b\x0c")
 
 
-def _normalise(text: str) -> tuple[str, list[int] | None]:
-    """Return the detection view of ``text`` and, per view character, its source index.
+_Index = tuple[list[int], list[int]]  # per view character: source start, source end
 
-    ASCII text is its own view (index None: positions map one to one), the common case.
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": " ", "f": "\n"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescape_at(text: str, i: int) -> tuple[str, int] | None:
+    """The character a JSON escape at ``text[i]`` (a backslash) stands for, and its length."""
+    nxt = text[i + 1 : i + 2]
+    if nxt in _ESCAPES and nxt:
+        return _ESCAPES[nxt], 2
+    if nxt == "u" and len(text) >= i + 6 and all(c in _HEX for c in text[i + 2 : i + 6]):
+        code = int(text[i + 2 : i + 6], 16)
+        if 0xD800 <= code < 0xDC00 and text[i + 6 : i + 8] == "\\u":
+            low = text[i + 8 : i + 12]
+            if len(low) == 4 and all(c in _HEX for c in low) and 0xDC00 <= int(low, 16) < 0xE000:
+                pair = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+                return chr(pair), 12
+        return chr(code), 6
+    return None
+
+
+def _normalise(text: str) -> tuple[str, _Index | None]:
+    """Return the detection view of ``text`` and, per view character, its source span.
+
+    The view: per character NFKC, format characters (Cf) dropped, line breaks as ``"\n"``,
+    and JSON string escapes (``\\"``, ``\\u200b``, ``\\uff41``) decoded, so a secret in
+    JSON text that was encoded before it reached the redactor is still seen. ASCII text
+    without a backslash is its own view (None: positions map one to one), the common case.
     """
-    if text.isascii() and "\x0b" not in text and "\x0c" not in text:
+    if text.isascii() and "\\" not in text and "\x0b" not in text and "\x0c" not in text:
         return text, None
     out: list[str] = []
-    index: list[int] = []
-    for i, ch in enumerate(text):
-        if ch.isascii() and ch not in _LINE_BREAKS:
-            out.append(ch)
-            index.append(i)
-            continue
+    starts: list[int] = []
+    ends: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch, width = text[i], 1
+        if ch == "\\":
+            decoded = _unescape_at(text, i)
+            if decoded is not None:
+                ch, width = decoded
         if ch in _LINE_BREAKS:
-            out.append("\n")
-            index.append(i)
-            continue
-        if unicodedata.category(ch) == "Cf":
-            continue
-        for n in unicodedata.normalize("NFKC", ch):
-            if unicodedata.category(n) != "Cf":
-                out.append(n)
-                index.append(i)
-    return "".join(out), index
+            ch = "\n"
+        if ch.isascii():
+            out.append(ch)
+            starts.append(i)
+            ends.append(i + width)
+        elif unicodedata.category(ch) != "Cf":
+            for c in unicodedata.normalize("NFKC", ch):
+                if unicodedata.category(c) != "Cf":
+                    out.append(c)
+                    starts.append(i)
+                    ends.append(i + width)
+        i += width
+    return "".join(out), (starts, ends)
 
 
 def normalise(text: str) -> str:
@@ -206,7 +237,8 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     spans = _non_overlapping(_candidate_spans(view))
     if index is None:
         return spans
-    return [(index[s], index[e - 1] + 1, f) for s, e, f in spans]
+    starts, ends = index
+    return [(starts[s], ends[e - 1], f) for s, e, f in spans]
 
 
 def strip_secrets(text: str, replacement: str = " ") -> str:
@@ -280,7 +312,7 @@ class Redactor:
         cursor = 0
         for start, end, family in spans:
             src_start, src_end = (
-                (start, end) if index is None else (index[start], index[end - 1] + 1)
+                (start, end) if index is None else (index[0][start], index[1][end - 1])
             )
             if src_start < cursor:
                 continue

@@ -24,6 +24,7 @@ from retold import (
     TurnOptions,
     UtilityAwareOrchestrator,
 )
+from retold._redaction import normalise
 
 from .conftest import FixedClock
 from .test_redaction import PLANTED
@@ -110,9 +111,12 @@ def test_writer_redacts_values_before_encoding(store: SQLiteStore) -> None:
         w.insert("ext_rows", {"tenant": "t", "body": json.dumps({"q": f'api_key="{secret}"'})})
         w.insert("ext_rows", {"tenant": "t", "body": json.dumps([f"api_key={fullwidth}"])})
         w.insert("ext_rows", {"tenant": "t", "body": json.dumps({"api_key": secret})})
+        inner = json.dumps({"note": f"api_key={hidden}"})  # escaped \u200b inside
+        w.insert("ext_rows", {"tenant": "t", "body": f"look up {json.dumps(inner)} please"})
     bodies = [r["body"] for r in store.query("SELECT body FROM ext_rows")]
+    assert len(bodies) == 5
     for body in bodies:
-        decoded = json.dumps(json.loads(body), ensure_ascii=False)
+        decoded = normalise(body)
         assert secret not in decoded and secret[3:] not in decoded, body
         assert "[REDACTED:" in body
 
