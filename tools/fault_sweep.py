@@ -103,15 +103,13 @@ def sweep_secrets(tmp: Path) -> dict[str, Any]:
         for text, _secret in PLANTED.values():
             await chat.turn(SCOPE, "s1", f"What did I tell you about my keys? {text}")
             await chat.turn(SCOPE, "s1", f"Remember my setup: {text.upper()}")
-            await chat.turn(SCOPE, "s1", f'Search my notes for {json.dumps({"note": text})}')
+            await chat.turn(SCOPE, "s1", f"Search my notes for {json.dumps({'note': text})}")
         await chat.end_session(SCOPE, "s1")
 
     anyio.run(run)
     store.close()
     blob = b"".join(
-        p.read_bytes()
-        for p in (Path(str(path) + s) for s in ("", "-wal", "-shm"))
-        if p.exists()
+        p.read_bytes() for p in (Path(str(path) + s) for s in ("", "-wal", "-shm")) if p.exists()
     ).lower()
     found = sorted(s for s in planted if s.lower().encode() in blob)
     return {"families": len(PLANTED), "planted_secrets": len(planted), "found": found}
