@@ -562,7 +562,10 @@ class _TurnAudit(AuditLog):
     """
 
     def __init__(self, inner: AuditLog) -> None:
-        super().__init__(inner.store)
+        # No AuditLog.__init__: the inner log already ensured the schema, and the state it
+        # keeps (configuration cache, write-latency estimate) stays the inner log's.
+        self.store = inner.store
+        self._configs = inner._configs
         self.inner = inner
         #: user turns waiting for their decision, by (tenant, principal, session, index)
         self.pending: dict[_TurnKey, TranscriptTurn] = {}
