@@ -54,7 +54,7 @@ from retold._records import (
     UtcDatetime,
     scope_id,
 )
-from retold._store import SQLiteStore
+from retold._store import SQLiteStore, Writer
 from retold._tokens import TokenCounter, token_counter
 from retold._turn_input import check_chat_turn
 from retold._typing import Retriever
@@ -385,7 +385,11 @@ class MemoryChat:
                 )
             finally:
                 self._turn_audit.pending.pop(key, None)
+                seq = self._turn_audit.handed.pop(key, None)
             response = decision.response
+            if seq is not None:
+                # The reply is acknowledged only once its turn is durable (bounded wait).
+                await self._durable(seq, decision.decision_id)
         else:
             memory = ""
             if self.trigger_mode in ("auto", "hybrid"):
@@ -405,6 +409,20 @@ class MemoryChat:
             tool_calls=tuple(calls),
             searches=searches,
         )
+
+    async def _durable(self, seq: int, decision_id: str) -> None:
+        """Wait (bounded by the store's busy timeout) until the turn's rows are committed.
+
+        Raises:
+            StoreError: the turn could not be written (nothing of it is), or not in time.
+        """
+        assert self._turn_audit is not None
+        writer = self._turn_audit.writer
+        limit = self.store._busy_ms / 1000 + 5.0
+        landed = await anyio.to_thread.run_sync(writer.wait_for, seq, limit)
+        writer.raise_failures(decision_id)
+        if not landed:
+            raise StoreError(f"turn decision {decision_id} was not written within {limit:g} s")
 
     async def _complete_with_tools(
         self,
@@ -557,48 +575,47 @@ class _TurnAudit(AuditLog):
     """The audit log ``MemoryChat`` hands its orchestrator: a turn's decision row is written
     in one transaction with that turn's user row and reply row (all three, or none).
 
-    Everything else is delegated to the host's :class:`AuditLog`, which shares its
-    write-latency estimate with any other orchestrator over the same store.
+    The rows ride with the decision to the store's decision writer (``also``), so they are
+    committed in the decision's own transaction; everything else is the host's
+    :class:`AuditLog` (same store, same writer).
     """
 
     def __init__(self, inner: AuditLog) -> None:
-        # No AuditLog.__init__: the inner log already ensured the schema, and the state it
-        # keeps (configuration cache, write-latency estimate) stays the inner log's.
+        # No AuditLog.__init__: the inner log already ensured the schema and owns the writer.
         self.store = inner.store
-        self._configs = inner._configs
+        self.writer = inner.writer
         self.inner = inner
         #: user turns waiting for their decision, by (tenant, principal, session, index)
         self.pending: dict[_TurnKey, TranscriptTurn] = {}
+        #: the writer's sequence number of each handed-over turn, for MemoryChat to wait on
+        self.handed: dict[_TurnKey, int] = {}
+
+    def submit(self, decision: TurnMemoryDecision) -> int | None:
+        key = _turn_key(decision.scope, decision.session_id, decision.turn_index)
+        user = self.pending.get(key)
+        if user is None:
+            return self.inner.submit(decision)
+        store, scope = self.store, decision.scope
+        reply = _reply_turn(user, decision.response, store.clock()) if decision.response else None
+
+        def also(w: Writer) -> None:
+            store.insert_turn(w, scope, user)
+            if reply is not None:
+                store.insert_turn(w, scope, reply)
+            w.step("turn_committing")
+
+        seq = self.writer.submit(decision, also=also)
+        if seq is not None:
+            self.handed[key] = seq
+        return seq
 
     def write_decision(self, decision: TurnMemoryDecision) -> None:
-        user = self.pending.get(_turn_key(decision.scope, decision.session_id, decision.turn_index))
-        if user is None:
-            self.inner.write_decision(decision)
-            return
-        store = self.store
-        try:
-            with store.write(tenant=decision.scope.tenant) as w:
-                store.insert_turn(w, decision.scope, user)
-                self.inner.write_decision(decision)  # joins this transaction
-                if decision.response:
-                    reply = _reply_turn(user, decision.response, store.clock())
-                    store.insert_turn(w, decision.scope, reply)
-                w.step("turn_committing")
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(
-                f"session {user.session_id!r} already has turn {user.turn_index} "
-                "(another turn of this session ran at the same time); nothing was written"
-            ) from exc
-        except BaseException:
-            # The inner log may have remembered a configuration row that rolled back.
-            self.inner._configs.clear()
-            raise
-
-    def observe_write(self, elapsed_ms: float) -> None:
-        self.inner.observe_write(elapsed_ms)
-
-    def write_reserve_ms(self) -> float:
-        return self.inner.write_reserve_ms()
+        seq = self.submit(decision)
+        while seq is None:
+            self.writer.wait_room(1.0)
+            seq = self.submit(decision)
+        self.writer.wait_for(seq)
+        self.writer.raise_failures(decision.decision_id)
 
 
 def _messages(

@@ -14,10 +14,10 @@ import sys
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder
-from retold.policy.reference import get_bundle
 
 from retold import Principal, RecordDraft, SQLiteStore
+from retold.adapters import MemoryChat, OfflineResponder
+from retold.policy.reference import get_bundle
 
 SCOPE = Principal(tenant="acme", principal="alice")
 SESSIONS = ("s0", "s1", "s2")

@@ -37,10 +37,10 @@ def sweep_kills(tmp: Path, kills: int) -> dict[str, Any]:
 
 def sweep_faults(tmp: Path, faults: int) -> dict[str, Any]:
     import anyio
-    from retold.adapters import MemoryChat, OfflineResponder
-    from retold.policy.reference import get_bundle
 
     from retold import RecordDraft, SQLiteStore
+    from retold.adapters import MemoryChat, OfflineResponder
+    from retold.policy.reference import get_bundle
     from tests.kill_worker import SCOPE, SESSIONS, TURNS
     from tests.test_kill import _check
 
@@ -83,10 +83,10 @@ def sweep_faults(tmp: Path, faults: int) -> dict[str, Any]:
 
 def sweep_secrets(tmp: Path) -> dict[str, Any]:
     import anyio
-    from retold.adapters import MemoryChat, OfflineResponder
-    from retold.policy.reference import get_bundle
 
     from retold import RecordDraft, SQLiteStore
+    from retold.adapters import MemoryChat, OfflineResponder
+    from retold.policy.reference import get_bundle
     from tests.kill_worker import SCOPE
     from tests.test_redaction import PLANTED
 
