@@ -21,9 +21,11 @@ construction, because appended search results reach the model whatever admission
 from __future__ import annotations
 
 import inspect
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 import anyio
@@ -33,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retold._activation import ActivationPolicy
 from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
-from retold._errors import UsageError
+from retold._errors import InvalidInputError, StoreError, UsageError
 from retold._extraction import ExtractionResult, Extractor, extract_session
 from retold._orchestrator import (
     GenerationRequest,
@@ -44,9 +46,17 @@ from retold._orchestrator import (
 from retold._packing import PackingConfig, pack
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._profile import ProfileAssembler
-from retold._records import Principal, ProfileBlock, Role, TranscriptTurn, UtcDatetime
-from retold._store import SQLiteStore
+from retold._records import (
+    Principal,
+    ProfileBlock,
+    Role,
+    TranscriptTurn,
+    UtcDatetime,
+    scope_id,
+)
+from retold._store import SQLiteStore, Writer
 from retold._tokens import TokenCounter, token_counter
+from retold._turn_input import check_chat_turn
 from retold._typing import Retriever
 
 from ._base import ChatAdapter, ChatMessage, Completion, ToolCall, ToolSpec
@@ -246,7 +256,9 @@ class MemoryChat:
         self.counter = token_counter_ or token_counter("cl100k_base")
         self.config = config or UtilityAwareConfig()
         self.orchestrator: UtilityAwareOrchestrator | None = None
+        self._turn_audit: _TurnAudit | None = None
         if memory_mode == "utility_aware":
+            self._turn_audit = _TurnAudit(audit or AuditLog(store))
             self.orchestrator = UtilityAwareOrchestrator(
                 store,
                 self.config,
@@ -255,7 +267,7 @@ class MemoryChat:
                 trigger_mode=trigger_mode,
                 serving_model=getattr(self.model, "model", None),
                 retrieval_config=retrieval_config,
-                audit=audit,
+                audit=self._turn_audit,
                 require_fitness=require_fitness,
             )
         self._tools_offered = (
@@ -327,20 +339,17 @@ class MemoryChat:
             public_context: extra context for this turn (documents, page state, ...),
                 appended to the system prompt.
         """
+        scope, session_id, text = check_chat_turn(scope, session_id, text, public_context, options)
         now = self.store.clock()
         history = await anyio.to_thread.run_sync(self.store.turns, scope, session_id)
         turn_index = history[-1].turn_index + 1 if history else 0
-        await anyio.to_thread.run_sync(
-            self.store.add_turn,
-            scope,
-            TranscriptTurn(
-                session_id=session_id,
-                turn_index=turn_index,
-                role=Role.USER,
-                speaker=self.user_name,
-                text=text,
-                time=now,
-            ),
+        user_turn = TranscriptTurn(
+            session_id=session_id,
+            turn_index=turn_index,
+            role=Role.USER,
+            speaker=self.user_name,
+            text=text,
+            time=now,
         )
         context = "\n\n".join(p for p in (self.system_prompt, public_context) if p) or None
         profile = ProfileBlock.empty()
@@ -356,20 +365,31 @@ class MemoryChat:
         searches: tuple[str, ...] = ()
         decision: TurnMemoryDecision | None = None
         if self.orchestrator is not None:
-            assert self.retriever is not None
-            decision = await self.orchestrator.prepare_turn(
-                scope,
-                session_id=session_id,
-                turn_index=turn_index,
-                turn=text,
-                public_context=context,
-                profile=profile,
-                generate_draft=generate,
-                generate_final=generate,
-                retriever=self.retriever,
-                options=options or TurnOptions(),
-            )
+            assert self.retriever is not None and self._turn_audit is not None
+            # The user turn and the reply are written in the decision's own transaction
+            # (see _TurnAudit): all three become visible together, or none does.
+            key = _turn_key(scope, session_id, turn_index)
+            self._turn_audit.pending[key] = user_turn
+            try:
+                decision = await self.orchestrator.prepare_turn(
+                    scope,
+                    session_id=session_id,
+                    turn_index=turn_index,
+                    turn=text,
+                    public_context=context,
+                    profile=profile,
+                    generate_draft=generate,
+                    generate_final=generate,
+                    retriever=self.retriever,
+                    options=options or TurnOptions(),
+                )
+            finally:
+                self._turn_audit.pending.pop(key, None)
+                seq = self._turn_audit.handed.pop(key, None)
             response = decision.response
+            if seq is not None:
+                # The reply is acknowledged only once its turn is durable (bounded wait).
+                await self._durable(seq, decision.decision_id)
         else:
             memory = ""
             if self.trigger_mode in ("auto", "hybrid"):
@@ -380,17 +400,8 @@ class MemoryChat:
             response = await generate(
                 GenerationRequest(turn=text, public_context=context, profile=profile, memory=memory)
             )
-        await anyio.to_thread.run_sync(
-            self.store.add_turn,
-            scope,
-            TranscriptTurn(
-                session_id=session_id,
-                turn_index=turn_index + 1,
-                role=Role.ASSISTANT,
-                text=response,
-                time=self.store.clock(),
-            ),
-        )
+            reply = _reply_turn(user_turn, response, self.store.clock())
+            await anyio.to_thread.run_sync(_write_turns, self.store, scope, (user_turn, reply))
         return ChatReply(
             response=response,
             decision=decision,
@@ -398,6 +409,20 @@ class MemoryChat:
             tool_calls=tuple(calls),
             searches=searches,
         )
+
+    async def _durable(self, seq: int, decision_id: str) -> None:
+        """Wait (bounded by the store's busy timeout) until the turn's rows are committed.
+
+        Raises:
+            StoreError: the turn could not be written (nothing of it is), or not in time.
+        """
+        assert self._turn_audit is not None
+        writer = self._turn_audit.writer
+        limit = self.store._busy_ms / 1000 + 5.0
+        landed = await anyio.to_thread.run_sync(writer.wait_for, seq, limit)
+        writer.raise_failures(decision_id)
+        if not landed:
+            raise StoreError(f"turn decision {decision_id} was not written within {limit:g} s")
 
     async def _complete_with_tools(
         self,
@@ -414,6 +439,11 @@ class MemoryChat:
             completion: Completion = await self.model.complete(
                 messages, tools=tools, tool_choice=("none" if last else "auto") if tools else None
             )
+            if not isinstance(completion, Completion):
+                raise InvalidInputError(
+                    "model",
+                    f"complete() returned {type(completion).__name__}, not a Completion",
+                )
             # After the last round the answer is whatever text came back: a model that
             # still asks for tools is not given them again.
             if not completion.tool_calls or tools is None or last:
@@ -489,6 +519,7 @@ class MemoryChat:
         """
         if self.extractor is None:
             return None
+        session_id = scope_id("session_id", session_id)
         result = await extract_session(
             self.store, scope, session_id, self.extractor, user=self.user_name
         )
@@ -499,6 +530,7 @@ class MemoryChat:
 
     async def forget(self, scope: Principal, session_id: str) -> None:
         """End the session's profile snapshot; the next session assembles a fresh one."""
+        session_id = scope_id("session_id", session_id)
         await anyio.to_thread.run_sync(self.profile.forget, scope, session_id)
 
     async def end_session(self, scope: Principal, session_id: str) -> ExtractionResult | None:
@@ -506,6 +538,84 @@ class MemoryChat:
         result = await self.extract(scope, session_id)
         await self.forget(scope, session_id)
         return result
+
+
+_TurnKey = tuple[str, str, str, int]
+
+
+def _turn_key(scope: Principal, session_id: str, turn_index: int) -> _TurnKey:
+    return (scope.tenant, scope.principal, session_id, turn_index)
+
+
+def _reply_turn(user: TranscriptTurn, response: str, now: datetime) -> TranscriptTurn:
+    return TranscriptTurn(
+        session_id=user.session_id,
+        turn_index=user.turn_index + 1,
+        role=Role.ASSISTANT,
+        text=response,
+        time=max(now, user.time),
+    )
+
+
+def _write_turns(store: SQLiteStore, scope: Principal, turns: Sequence[TranscriptTurn]) -> None:
+    """Write a turn's transcript rows in one transaction (all or none)."""
+    try:
+        with store.write(tenant=scope.tenant) as w:
+            for t in turns:
+                store.insert_turn(w, scope, t)
+    except sqlite3.IntegrityError as exc:
+        raise InvalidInputError(
+            "turn_index",
+            f"session {turns[0].session_id!r} already has turn {turns[0].turn_index} "
+            "(another turn of this session ran at the same time)",
+        ) from exc
+
+
+class _TurnAudit(AuditLog):
+    """The audit log ``MemoryChat`` hands its orchestrator: a turn's decision row is written
+    in one transaction with that turn's user row and reply row (all three, or none).
+
+    The rows ride with the decision to the store's decision writer (``also``), so they are
+    committed in the decision's own transaction; everything else is the host's
+    :class:`AuditLog` (same store, same writer).
+    """
+
+    def __init__(self, inner: AuditLog) -> None:
+        # No AuditLog.__init__: the inner log already ensured the schema and owns the writer.
+        self.store = inner.store
+        self.writer = inner.writer
+        self.inner = inner
+        #: user turns waiting for their decision, by (tenant, principal, session, index)
+        self.pending: dict[_TurnKey, TranscriptTurn] = {}
+        #: the writer's sequence number of each handed-over turn, for MemoryChat to wait on
+        self.handed: dict[_TurnKey, int] = {}
+
+    def submit(self, decision: TurnMemoryDecision) -> int | None:
+        key = _turn_key(decision.scope, decision.session_id, decision.turn_index)
+        user = self.pending.get(key)
+        if user is None:
+            return self.inner.submit(decision)
+        store, scope = self.store, decision.scope
+        reply = _reply_turn(user, decision.response, store.clock()) if decision.response else None
+
+        def also(w: Writer) -> None:
+            store.insert_turn(w, scope, user)
+            if reply is not None:
+                store.insert_turn(w, scope, reply)
+            w.step("turn_committing")
+
+        seq = self.writer.submit(decision, also=also)
+        if seq is not None:
+            self.handed[key] = seq
+        return seq
+
+    def write_decision(self, decision: TurnMemoryDecision) -> None:
+        seq = self.submit(decision)
+        while seq is None:
+            self.writer.wait_room(1.0)
+            seq = self.submit(decision)
+        self.writer.wait_for(seq)
+        self.writer.raise_failures(decision.decision_id)
 
 
 def _messages(

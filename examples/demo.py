@@ -150,7 +150,7 @@ async def main(db: Path) -> None:
         await turn(shadow, "session-3", "Remind me, which dentist do I go to?")
 
     heading("6. retold decisions report")
-    retold_cli(["decisions", "report", "--db", str(db)])
+    retold_cli(["decisions", "report", "--db", str(db), "--all-tenants"])
     print(f"\nThe demo database is at {db}")
 
 

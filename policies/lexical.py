@@ -26,6 +26,7 @@ from retold._policies import (
     ReasonCode,
 )
 from retold._records import EpistemicState, ProfileBlock, Record
+from retold._redaction import strip_secrets
 
 __all__ = ["LexicalAdmissionJudge", "LexicalGapPlanner", "content_terms", "stem"]
 
@@ -260,6 +261,9 @@ class LexicalGapPlanner:
     ) -> GapDecision:
         if not inventory or _SMALL_TALK.search(turn):
             return GapDecision(policy=self.policy_id)
+        # SR-1: the query is built from the turn lower-cased and re-tokenised, a copy of the
+        # text no redactor recognises (a lower-cased AWS key id); secrets go first.
+        turn = strip_secrets(turn)
         if _follow_up(turn):
             # The turn as written plus the first-person words the user's own statements
             # carry: the recent statements become candidates.

@@ -41,7 +41,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -133,7 +133,7 @@ class _Prepared:
 
 @dataclass(frozen=True, slots=True)
 class _Failure:
-    reason: Literal["timeout", "classifier_error", "malformed"]
+    reason: str  # timeout, classifier_error, malformed, or a relay flag (role_label, ...)
 
 
 async def _await(value: Awaitable[Any]) -> Any:
@@ -363,7 +363,12 @@ class ActivationPolicy:
             evidence=evidence.ref,
             allowed_categories=self.categories,
         )
-        return _Prepared(scope=scope, record=record, evidence=evidence, request=request)
+        prepared = _Prepared(scope=scope, record=record, evidence=evidence, request=request)
+        if evidence.flags:
+            # A role label or hidden characters in the evidence turn: a person decides, and
+            # the classifier (which such wording could talk round) is not asked.
+            return self._apply(prepared, _Failure(reason=evidence.flags[0]))
+        return prepared
 
     def _record_evidence(self, scope: Principal, record: Record, ev: VerifiedEvidence) -> None:
         if confirmed_evidence(self.store, scope, [record]).get(record.id) == ev.ref:

@@ -7,7 +7,12 @@ from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._activation_rules import _about_principal, _is_principal_turn, find_supporting_claim
+from ._activation_rules import (
+    _about_principal,
+    _is_principal_turn,
+    find_supporting_claim,
+    relay_flags,
+)
 from ._activation_schema import (
     _ACTIVATABLE_KINDS,
     _DIRECT_EPISTEMIC,
@@ -46,6 +51,8 @@ class VerifiedEvidence(BaseModel):
     claim: str
     matched: int
     of: int
+    #: why the turn needs a person first (see :func:`relay_flags`); empty when it does not
+    flags: tuple[str, ...] = ()
 
 
 # -- store-backed checks ----------------------------------------------------------------
@@ -173,6 +180,7 @@ def verify_evidence(
                 claim=match.sentence,
                 matched=match.matched,
                 of=match.of,
+                flags=relay_flags(turn.text),
             )
     return None
 

@@ -111,6 +111,10 @@ class ReviewQueue:
         categories: the categories a reviewer may promote (a subset of
             :data:`ACTIVATION_CATEGORIES`; a reviewer cannot expand it).
         id_factory: returns a new review id (inject for reproducible ids).
+        tenant: scope every operation to this tenant: :meth:`get`, :meth:`items`,
+            :meth:`backlog` and :meth:`resolve` never see another tenant's items (an item
+            of another tenant is "not found"). None is the operator's view across tenants,
+            which the CLI only opens with an explicit ``--all-tenants``.
     """
 
     def __init__(
@@ -119,8 +123,10 @@ class ReviewQueue:
         *,
         categories: Collection[str] = ACTIVATION_CATEGORIES,
         id_factory: Callable[[], str] | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.store = store
+        self.tenant = tenant
         self.categories = _allowlist(categories)
         self._new_id = id_factory or (lambda: "rv" + uuid.uuid4().hex)
         _ensure_schema(store)
@@ -183,11 +189,19 @@ class ReviewQueue:
         log.info("activation_review_queued", review_id=review_id, record_id=record.id)
         return review_id, True
 
+    def _tenant(self, tenant: str | None) -> str | None:
+        if self.tenant is not None and tenant is not None and tenant != self.tenant:
+            raise InvalidInputError("tenant", "this queue is scoped to another tenant")
+        return self.tenant if self.tenant is not None else tenant
+
     def get(self, review_id: str) -> ReviewItem | None:
-        """The item with ``review_id`` (any tenant: the queue is an operator's view)."""
-        rows = self.store.query(
-            f"SELECT {_REVIEW_COLUMNS} FROM activation_reviews WHERE id = ?", [review_id]
-        )
+        """The item with ``review_id`` in this queue's tenant (any tenant when unscoped)."""
+        sql = f"SELECT {_REVIEW_COLUMNS} FROM activation_reviews WHERE id = ?"
+        params = [review_id]
+        if self.tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(self.tenant)
+        rows = self.store.query(sql, params)
         return _row_to_item(rows[0]) if rows else None
 
     def items(
@@ -199,6 +213,7 @@ class ReviewQueue:
         limit: int | None = None,
     ) -> list[ReviewItem]:
         """Items oldest first (ties by id); by default only pending ones."""
+        tenant = self._tenant(tenant)
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("tenant", tenant), ("principal", principal), ("status", status)):
@@ -218,6 +233,7 @@ class ReviewQueue:
 
     def backlog(self, *, tenant: str | None = None) -> ReviewBacklog:
         """How many items are pending and how old the oldest is (by the store's clock)."""
+        tenant = self._tenant(tenant)
         sql = "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM activation_reviews "
         sql += "WHERE status = 'pending'" + (" AND tenant = ?" if tenant is not None else "")
         row = self.store.query(sql, [tenant] if tenant is not None else [])[0]
@@ -283,11 +299,11 @@ class ReviewQueue:
                 failures.append("not_confirmed")
             if failures:
                 applied, why = False, failures[0]
-        with self.store.write() as w:
+        with self.store.write(tenant=scope.tenant) as w:
             claimed = w.execute(
                 "UPDATE activation_reviews SET status = 'resolved', resolution = ?, applied = ?, "
                 "resolution_reason = ?, category = ?, reviewer = ?, note = ?, resolved_at = ? "
-                "WHERE id = ? AND status = 'pending'",
+                "WHERE id = ? AND tenant = ? AND status = 'pending'",
                 [
                     decision,
                     int(applied),
@@ -297,6 +313,7 @@ class ReviewQueue:
                     note,
                     iso(w.now),
                     review_id,
+                    scope.tenant,
                 ],
             ).rowcount
             if claimed != 1:

@@ -25,10 +25,13 @@ from ._records import (
     Role,
     TranscriptTurn,
 )
+from ._redaction import normalise
 
 __all__ = [
     "ClaimMatch",
     "find_supporting_claim",
+    "own_words",
+    "relay_flags",
 ]
 
 
@@ -104,7 +107,9 @@ _STOPWORDS = frozenset(
 
 
 def _normalise_text(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
+    # The one normaliser redaction uses too: NFKC, format characters (U+200B, ...) removed,
+    # U+2028-style breaks turned into newlines; then case-folded for matching.
+    text = unicodedata.normalize("NFKC", normalise(text)).casefold()
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     # "don't" -> "do not", "can't" -> "ca not": negation parity sees one "not" either way.
     return re.sub(r"n't\b", " not", text)
@@ -161,17 +166,104 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     return None
 
 
+# -- relayed content: what the user pastes or quotes is not what they state -------------
+
+# A line that introduces someone else's text ("summarise this email:", "here is the page:",
+# "translate the following:"): whatever follows the colon is the pasted material.
+_LEAD_IN = re.compile(
+    r"(?im)^[^\n]{0,160}?\b(?:summari[sz]e|summary|tl;?dr|translate|translation|proofread|"
+    r"rewrite|paraphrase|reply to|respond to|answer (?:this|the following)|analy[sz]e|"
+    r"review|check|read|paste[ds]?|forward(?:ed)?|quot(?:e|ed|ing)|"
+    r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
+    r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|"
+    r"the following|below|wrote|writes|says|said)\b[^\n:]{0,80}:"
+)
+# A first paragraph asking for work on some material ("can you summarise this document for
+# me?"), followed by more paragraphs: those paragraphs are the material.
+_REQUEST_ON_MATERIAL = re.compile(
+    r"(?i)\b(?:summari[sz]e|translate|proofread|rewrite|paraphrase|reply to|respond to|"
+    r"analy[sz]e|review|check|read|edit|explain|look at|what do you (?:make|think) of)\b"
+)
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+# Headers that open a pasted or forwarded mail; the rest of the turn is the mail.
+_MAIL_START = re.compile(
+    r"(?im)^[ \t>]*(?:(?:from|to|cc|bcc|subject|date|sent|reply-to)\s*:\s*\S|"
+    r"-{2,}\s*(?:original|forwarded) message\s*-{2,}|begin forwarded message\s*:)"
+)
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_QUOTE_LINE = re.compile(r"(?m)^[ \t]*>.*$")
+# Text in quotation marks with at least three words is a quotation, not the user's claim.
+_QUOTED = re.compile(r"\"[^\"\n]*?\s[^\"\n]*?\s[^\"\n]*?\"|\u201c[^\u201d\n]*\u201d")
+# Labels that imitate a conversation role (or a chat template's control tokens).
+_ROLE_LABEL = re.compile(
+    r"(?im)(?:^|[.!?:;]\s+|\n)[ \t>*#_\-]*(?:system|assistant|developer|operator|admin|"
+    r"administrator|tool|function)(?:\s+(?:message|prompt|note|instruction|override|update))?"
+    r"[ \t]*[:>\]]"
+    r"|\[\s*/?\s*(?:system|assistant|developer|tool|inst|sys)\s*\]"
+    r"|<\|?\s*/?\s*(?:system|assistant|developer|user|im_start|im_end|endoftext|eot_id|"
+    r"start_header_id|end_header_id)[^>\n]{0,24}?\|?>"
+    r"|<<\s*/?\s*sys\s*>>"
+    r"|^#{1,6}\s*(?:system|instruction|response|assistant)\b"
+)
+# Format characters a person does not type: zero-width spaces and joiners inside words,
+# bidi overrides, word joiners. U+200D (emoji sequences) and U+FE0F are left alone.
+_HIDDEN = frozenset(
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b\u200c\u200e\u200f"
+    "\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067"
+    "\u2068\u2069\ufeff"
+)
+
+
+def own_words(turn_text: str) -> str:
+    """The part of a user turn that is the user's own words (normalised).
+
+    Removed: fenced blocks, ``>`` quoted lines, quotations of three words or more, a
+    pasted or forwarded mail (from its first header on), and whatever follows a lead-in
+    that introduces someone else's text ("summarise this page:", "the email says:").
+    """
+    text = normalise(turn_text)
+    text = _FENCE.sub("\n", text)
+    mail = _MAIL_START.search(text)
+    if mail is not None:
+        text = text[: mail.start()]
+    lead = _LEAD_IN.search(text)
+    if lead is not None:
+        text = text[: lead.end()]
+    first = _PARAGRAPH_BREAK.search(text)
+    if first is not None and _REQUEST_ON_MATERIAL.search(text[: first.start()]):
+        text = text[: first.start()]
+    text = _QUOTE_LINE.sub("", text)
+    return _QUOTED.sub(" ", text)
+
+
+def relay_flags(turn_text: str) -> tuple[str, ...]:
+    """Why a turn's wording should go to a person before it can shape every answer.
+
+    ``role_label``: the turn carries a label imitating a role or a chat template
+    (``SYSTEM:``, ``[system]``, ``<|im_start|>system``); ``hidden_characters``: it carries
+    invisible format characters that hide how it reads.
+    """
+    flags: list[str] = []
+    if _ROLE_LABEL.search(normalise(turn_text)):
+        flags.append("role_label")
+    if any(ch in _HIDDEN for ch in turn_text):
+        flags.append("hidden_characters")
+    return tuple(flags)
+
+
 def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None:
     """The first sentence of ``turn_text`` that states ``record_text`` directly, or None.
 
-    Deterministic and lexical; see the module docstring for the exact rule.
+    Deterministic and lexical; see the module docstring for the exact rule. Only the
+    user's own words count (:func:`own_words`): pasted and quoted material never supports
+    a claim.
     """
     wanted = _content_stems(record_text)
     if not wanted:
         return None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
-    for index, sentence in enumerate(_sentences(turn_text)):
+    for index, sentence in enumerate(_sentences(own_words(turn_text))):
         words = _words(sentence)
         if _disqualified(sentence, words) is not None:
             continue

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal
-from ._store import SQLiteStore, iso
+from ._store import SQLiteStore, Writer, iso
 
 if TYPE_CHECKING:
     from ._orchestrator import TurnMemoryDecision
@@ -272,11 +272,18 @@ class DecisionWriter:
         # Configuration snapshots already stored: a turn row references its snapshot by
         # hash, so the (long) snapshot is written and redacted once, not on every turn.
         self._configs: set[bytes] = set()
+        # Rows a caller writes in the same transaction as a decision (MemoryChat: the
+        # turn's user row and reply), by sequence number.
+        self._also: dict[int, Callable[[Writer], None]] = {}
 
     # -- the turn's side ------------------------------------------------------------------
 
-    def submit(self, decision: TurnMemoryDecision) -> int | None:
+    def submit(
+        self, decision: TurnMemoryDecision, also: Callable[[Writer], None] | None = None
+    ) -> int | None:
         """Hand ``decision`` over; returns its sequence number, or None when the queue is full.
+
+        ``also`` writes more rows in the decision's own transaction (all or none).
 
         Raises:
             StoreError: the store is closed.
@@ -288,6 +295,8 @@ class DecisionWriter:
                 return None
             self._submitted += 1
             self._queue.append((self._submitted, decision, time.monotonic()))
+            if also is not None:
+                self._also[self._submitted] = also
             self._sessions[_session_key(decision)] += 1
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -390,6 +399,7 @@ class DecisionWriter:
             idle_since = time.monotonic()
             with self._cond:
                 for (seq, d, _), error in zip(batch, outcomes, strict=True):
+                    self._also.pop(seq, None)
                     self._sessions[_session_key(d)] -= 1
                     if self._sessions[_session_key(d)] <= 0:
                         del self._sessions[_session_key(d)]
@@ -434,7 +444,7 @@ class DecisionWriter:
     def _write_rows(self, batch: Sequence[tuple[int, TurnMemoryDecision, float]]) -> None:
         new_configs: set[bytes] = set()
         with self.store.write() as w:
-            for _, decision, handed_at in batch:
+            for seq, decision, handed_at in batch:
                 row, config = _decision_row(decision, (time.monotonic() - handed_at) * 1000)
                 config_sha = row["config_sha256"]
                 if config_sha not in self._configs and config_sha not in new_configs:
@@ -449,6 +459,9 @@ class DecisionWriter:
                 for search in _search_rows(decision, row["created_at"]):
                     w.insert("search_log", search)
                 w.step("search_log")
+                also = self._also.get(seq)
+                if also is not None:
+                    also(w)
         self._configs |= new_configs
         for _, decision, _ in batch:
             log.debug("turn_decision_written", decision_id=decision.decision_id)
@@ -499,9 +512,8 @@ def _decision_row(decision: TurnMemoryDecision, write_ms: float) -> tuple[dict[s
             d.admission.status.value if d.admission else DecisionStatus.SKIPPED.value
         ),
         "gap_count": len(d.gap_decision.gaps),
-        "gaps": json.dumps(
-            [{"category": g.category.value, "query": g.query} for g in d.gap_decision.gaps]
-        ),
+        # A list, not JSON text: the writer redacts each query, then encodes (SR-1).
+        "gaps": [{"category": g.category.value, "query": g.query} for g in d.gap_decision.gaps],
         "search_ids": json.dumps(list(d.search_ids)),
         "ambient_ids": json.dumps(list(d.profile_record_ids)),
         "candidate_ids": json.dumps(list(d.candidate_ids)),

@@ -60,6 +60,7 @@ from ._policies import (
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
 from ._store import _RECORD_COLUMNS, Deadline, SQLiteStore, _row_to_record, bounded_by, iso
+from ._turn_input import check_prepare_turn
 from ._typing import Retriever
 
 __all__ = [
@@ -743,11 +744,20 @@ class UtilityAwareOrchestrator:
             StoreError: the turn-decision row could not be written (never silent).
             Exception: whatever ``generate_draft`` raised (after its decision row is written).
         """
+        session_id = check_prepare_turn(
+            scope=scope,
+            session_id=session_id,
+            turn_index=turn_index,
+            turn=turn,
+            public_context=public_context,
+            profile=profile,
+            generate_draft=generate_draft,
+            generate_final=generate_final,
+            retriever=retriever,
+            inventory=inventory,
+            options=options,
+        )
         cfg = self.config
-        if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
-            raise InvalidInputError("turn_index", "must be an int >= 0")
-        if not isinstance(session_id, str) or not session_id:
-            raise InvalidInputError("session_id", "must be a non-empty string")
         if self.gap_policy is not None and retriever is None:
             raise InvalidInputError("retriever", "gap planning is enabled; pass a retriever")
         await self._before_turn(scope, session_id)

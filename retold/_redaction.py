@@ -8,15 +8,25 @@ replaced there; text outside secrets keeps its exact bytes.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import hmac
+import json
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DETECTOR_FAMILIES", "Redactor", "redaction_processor"]
+__all__ = [
+    "DETECTOR_FAMILIES",
+    "Redactor",
+    "find_secrets",
+    "has_secret",
+    "normalise",
+    "redaction_processor",
+    "strip_secrets",
+]
 
 _NOT_REDACTED = r"(?!\[REDACTED:)"
 
@@ -37,129 +47,323 @@ _ASSIGNED_NAMES = (
     r"access[_-]?token|auth[_-]?token|refresh[_-]?token|bearer[_-]?token|private[_-]?key|token"
 )
 
+# Linear time, by construction. Python's ``re`` backtracks, so every detector is written so
+# that no input position is scanned more than a constant number of times:
+#
+# * an unbounded run is possessive (``*+``/``++``), so a failed attempt never re-scans it;
+# * a family whose body runs to the end of a maximal run of its characters starts only at
+#   the start of that run (a look-behind), and an atomic group jumps to the first place in
+#   the run where the family's prefix can begin. Every later start inside the same run
+#   would reach the same run end and the same continuation, so it could only fail too;
+# * everything else is bounded ({0,20}, {16}, {30,255}).
+#
+# ``tests/test_redaction.py`` checks this with a property test over long adversarial
+# strings, and ``retold bench redaction`` measures it.
+_JWT_CHARS = r"[A-Za-z0-9_-]"
+_SCHEME = r"[A-Za-z0-9+.-]"
+
 _DETECTORS: tuple[_Detector, ...] = (
     _d(
         "pem_private_key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*\Z)",
-        flags=re.DOTALL,
+        flags=re.DOTALL | re.IGNORECASE,
     ),
-    _d("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    _d("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),
     _d(
-        "aws_secret_key",
-        r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[:=\s]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        "jwt",
+        rf"(?<!{_JWT_CHARS})(?>{_JWT_CHARS}*?(?=\b(?i:eyj)))"
+        rf"((?i:eyj){_JWT_CHARS}{{8,}}+\.(?i:eyj){_JWT_CHARS}{{8,}}+\.{_JWT_CHARS}{{8,}}+)",
         group=1,
     ),
-    _d("github_token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,255}\b"),
-    _d("github_token", r"\bgithub_pat_[A-Za-z0-9_]{22,255}"),
-    _d("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    _d("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
-    _d("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    _d("sk_key", r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{20,}"),
-    _d("url_password", r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:" + _NOT_REDACTED + r"([^/\s@]+)@", 1),
+    # AWS key ids are upper case by definition: a lower-cased one is not matched here (the
+    # gap planners strip secrets before they lower-case anything).
+    _d("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),
+    # The 40-character secret is found first (bounded, at the start of its run); the
+    # "aws ... secret/key ... =" context before it is checked on a bounded window.
+    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"),
+    _d("github_token", r"\b(?i:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,255}\b"),
+    _d("github_token", r"\b(?i:github_pat_)[A-Za-z0-9_]{22,255}"),
+    _d("slack_token", r"\b(?i:xox[abposr])-[A-Za-z0-9-]{10,}+"),
+    _d("slack_webhook", r"(?i:https://hooks\.slack\.com/services/)[A-Za-z0-9/_-]++"),
+    _d("google_api_key", r"\b(?i:aiza)[0-9A-Za-z_-]{35}"),
+    _d("sk_key", r"\b(?i:sk-(?:ant-|proj-|live-|test-)?)[A-Za-z0-9_-]{20,}+"),
+    _d(
+        "url_password",
+        rf"(?<!{_SCHEME})(?>[0-9+.-]*+)[A-Za-z]{_SCHEME}*+://[^/\s:@]++:"
+        + _NOT_REDACTED
+        + r"([^/\s@]++)@",
+        1,
+    ),
     _d(
         "assigned_secret",
         r"(?i)\b(?:"
         + _ASSIGNED_NAMES
-        + r")\b[\"']?\s*[:=]\s*"
+        + r")\b[\"']?\s*+[:=]\s*+"
         + _NOT_REDACTED
-        + r"(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s,;\"']{3,})",
+        + r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[^\s,;\"']{3,}+)",
         1,
     ),
     _d(
         "stated_password",
-        r"(?i)\b(?:password|passphrase|passcode|pin code)\s+(?:is|was|=)\s+"
+        r"(?i)\b(?:password|passphrase|passcode|pin code)\s++(?:is|was|=)\s++"
         + _NOT_REDACTED
-        + r"[\"']?([^\s\"']{3,})",
+        + r"[\"']?([^\s\"']{3,}+)",
         1,
     ),
 )
 
+_SECRET_NAME = re.compile(r"(?i)\s*[\"']?(?:" + _ASSIGNED_NAMES + r")[\"']?\s*")
+
+# The context an AWS secret key needs just before it (checked on at most 64 characters).
+_AWS_SECRET_CONTEXT = re.compile(
+    r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[:=\s]\s{0,8}[\"']?\Z", re.DOTALL
+)
+_CONTEXT_WINDOW = 64
+
 DETECTOR_FAMILIES: tuple[str, ...] = tuple(sorted({d.family for d in _DETECTORS}))
 
+# Characters that break a line without being "\n": the normaliser maps them to "\n", so a
+# pasted web page that uses U+2028 reads as separate lines to every rule.
+_LINE_BREAKS = frozenset("\u0085\u2028\u2029\x0b\x0c")
 
-def _normalise(text: str) -> tuple[str, list[int] | None]:
-    """Return the detection view of ``text`` and, per view character, its source index.
 
-    ASCII text is its own view (index None: positions map one to one), the common case.
+_Index = tuple[list[int], list[int]]  # per view character: source start, source end
+
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": " ", "f": "\n"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescape_at(text: str, i: int) -> tuple[str, int] | None:
+    """The character a JSON escape at ``text[i]`` (a backslash) stands for, and its length."""
+    nxt = text[i + 1 : i + 2]
+    if nxt in _ESCAPES and nxt:
+        return _ESCAPES[nxt], 2
+    if nxt == "u" and len(text) >= i + 6 and all(c in _HEX for c in text[i + 2 : i + 6]):
+        code = int(text[i + 2 : i + 6], 16)
+        if 0xD800 <= code < 0xDC00 and text[i + 6 : i + 8] == "\\u":
+            low = text[i + 8 : i + 12]
+            if len(low) == 4 and all(c in _HEX for c in low) and 0xDC00 <= int(low, 16) < 0xE000:
+                pair = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+                return chr(pair), 12
+        return chr(code), 6
+    return None
+
+
+def _normalise(text: str) -> tuple[str, _Index | None]:
+    """Return the detection view of ``text`` and, per view character, its source span.
+
+    The view: per character NFKC, format characters (Cf) dropped, line breaks as ``"\n"``,
+    and JSON string escapes (``\\"``, ``\\u200b``, ``\\uff41``) decoded, so a secret in
+    JSON text that was encoded before it reached the redactor is still seen. ASCII text
+    without a backslash is its own view (None: positions map one to one), the common case.
     """
-    if text.isascii():
+    if text.isascii() and "\\" not in text and "\x0b" not in text and "\x0c" not in text:
         return text, None
     out: list[str] = []
-    index: list[int] = []
-    for i, ch in enumerate(text):
+    starts: list[int] = []
+    ends: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch, width = text[i], 1
+        if ch == "\\":
+            decoded = _unescape_at(text, i)
+            if decoded is not None:
+                ch, width = decoded
+        if ch in _LINE_BREAKS:
+            ch = "\n"
         if ch.isascii():
             out.append(ch)
-            index.append(i)
+            starts.append(i)
+            ends.append(i + width)
+        elif unicodedata.category(ch) != "Cf":
+            for c in unicodedata.normalize("NFKC", ch):
+                if unicodedata.category(c) != "Cf":
+                    out.append(c)
+                    starts.append(i)
+                    ends.append(i + width)
+        i += width
+    return "".join(out), (starts, ends)
+
+
+def normalise(text: str) -> str:
+    """The one normalised view of text that redaction and activation both read.
+
+    Per character: NFKC (fullwidth letters become ASCII), invisible format characters
+    (category Cf: U+200B, U+2060, U+FEFF, bidi marks, ...) removed, and the line breaks
+    U+0085, U+2028, U+2029, VT and FF turned into ``"\n"``. Linear in the text's length.
+    """
+    return _normalise(text)[0]
+
+
+def _candidate_spans(view: str) -> list[tuple[int, int, str]]:
+    """Every detector's matches as (start, end, family), first detector first."""
+    found: list[tuple[int, int, str]] = []
+    for det in _DETECTORS:
+        for m in det.pattern.finditer(view):
+            start, end = m.span(det.group)
+            if start < 0 or end <= start:
+                continue
+            if det.family == "aws_secret_key":
+                window = view[max(0, start - _CONTEXT_WINDOW) : start]
+                if not _AWS_SECRET_CONTEXT.search(window):
+                    continue
+            found.append((start, end, det.family))
+    return found
+
+
+def _non_overlapping(found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Keep each span unless it overlaps one kept before it (detector order wins).
+
+    O(k log k) in the number of matches: kept spans are disjoint, so they stay sorted by
+    start and one bisection finds the only neighbours that can overlap.
+    """
+    starts: list[int] = []
+    kept: list[tuple[int, int, str]] = []
+    for start, end, family in found:
+        i = bisect.bisect_right(starts, start)
+        if i > 0 and kept[i - 1][1] > start:
             continue
-        if unicodedata.category(ch) == "Cf":
+        if i < len(kept) and kept[i][0] < end:
             continue
-        for n in unicodedata.normalize("NFKC", ch):
-            if unicodedata.category(n) != "Cf":
-                out.append(n)
-                index.append(i)
-    return "".join(out), index
+        starts.insert(i, start)
+        kept.insert(i, (start, end, family))
+    return kept
+
+
+def find_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Spans ``(start, end, family)`` of the secrets in ``text`` (source indices), in order."""
+    if not text:
+        return []
+    view, index = _normalise(text)
+    spans = _non_overlapping(_candidate_spans(view))
+    if index is None:
+        return spans
+    starts, ends = index
+    return [(starts[s], ends[e - 1], f) for s, e, f in spans]
+
+
+def strip_secrets(text: str, replacement: str = " ") -> str:
+    """``text`` with every detected secret replaced by ``replacement`` (no key needed).
+
+    For components that derive new text from a turn (a gap planner lower-casing it into a
+    search query): strip first, so no transformed copy of a secret exists to be stored.
+    """
+    spans = find_secrets(text)
+    if not spans:
+        return text
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, _family in spans:
+        if start < cursor:
+            continue
+        pieces.append(text[cursor:start])
+        pieces.append(replacement)
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def has_secret(text: str) -> bool:
+    """Whether any detector finds a secret in ``text``."""
+    return bool(find_secrets(text))
 
 
 class Redactor:
     """Replaces secrets with ``[REDACTED:<family>-<id>]``.
 
     The id is a keyed hash (HMAC-SHA256) prefix of the normalised secret, so the same secret
-    gets the same id within one store and the id reveals nothing without the key.
+    gets the same id within one store and the id reveals nothing without the key. A store
+    redacts each tenant's rows with :meth:`for_tenant`, whose key is derived from the store
+    key and the tenant id, so ids never correlate one secret across tenants.
     """
 
     def __init__(self, key: bytes) -> None:
         if len(key) < 16:
             raise ValueError("redaction key must be at least 16 bytes")
         self._key = key
+        self._tenants: dict[str, Redactor] = {}
+
+    def for_tenant(self, tenant: str) -> Redactor:
+        """The redactor of one tenant: same detectors, a key derived for that tenant."""
+        found = self._tenants.get(tenant)
+        if found is None:
+            derived = hmac.new(
+                self._key, b"retold-tenant\0" + tenant.encode("utf-8", "surrogatepass"), "sha256"
+            ).digest()
+            found = Redactor(derived)
+            if len(self._tenants) < 4096:  # bounded cache; deriving again is cheap
+                self._tenants[tenant] = found
+        return found
 
     def secret_id(self, family: str, secret: str) -> str:
-        digest = hmac.new(self._key, secret.encode(), hashlib.sha256).hexdigest()
+        digest = hmac.new(
+            self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256
+        ).hexdigest()
         return f"{family}-{digest[:12]}"
 
-    def _spans(self, view: str) -> Iterator[tuple[int, int, str, str]]:
-        taken: list[tuple[int, int]] = []
-        for det in _DETECTORS:
-            for m in det.pattern.finditer(view):
-                start, end = m.span(det.group)
-                if start < 0 or end <= start:
-                    continue
-                if any(s < end and start < e for s, e in taken):
-                    continue
-                taken.append((start, end))
-                yield start, end, det.family, view[start:end]
-
     def redact(self, text: str) -> str:
-        """Return ``text`` with every detected secret replaced."""
+        """Return ``text`` with every detected secret replaced. Linear in ``len(text)``."""
         if not text:
             return text
         view, index = _normalise(text)
-        spans = sorted(self._spans(view))
+        spans = _non_overlapping(_candidate_spans(view))
         if not spans:
             return text
         pieces: list[str] = []
         cursor = 0
-        for start, end, family, secret in spans:
+        for start, end, family in spans:
             src_start, src_end = (
-                (start, end) if index is None else (index[start], index[end - 1] + 1)
+                (start, end) if index is None else (index[0][start], index[1][end - 1])
             )
             if src_start < cursor:
                 continue
             pieces.append(text[cursor:src_start])
-            pieces.append(f"[REDACTED:{self.secret_id(family, secret)}]")
+            pieces.append(f"[REDACTED:{self.secret_id(family, view[start:end])}]")
             cursor = src_end
         pieces.append(text[cursor:])
         return "".join(pieces)
 
     def redact_value(self, value: Any) -> Any:
-        """Redact every string inside a JSON-like value (dicts, lists, tuples)."""
+        """Redact every string inside a JSON-like value (dict keys and values, lists, tuples).
+
+        Runs on the values themselves, before any encoding: a secret inside a JSON string
+        is seen with its quotes and escapes decoded.
+        """
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
-            return {k: self.redact_value(v) for k, v in value.items()}
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                if isinstance(k, str) and isinstance(v, str) and _SECRET_NAME.fullmatch(k):
+                    # {"password": "..."} is the assignment password=... written as JSON.
+                    v = self.redact(f"{k}={v}")[len(k) + 1 :]
+                out[self.redact(k) if isinstance(k, str) else k] = self.redact_value(v)
+            return out
         if isinstance(value, list | tuple):
             return type(value)(self.redact_value(v) for v in value)
         return value
+
+    def redact_encoded(self, text: str) -> str:
+        """Redact a string that may itself be encoded JSON (``'["a", {"q": "..."}]'``).
+
+        The text is redacted as it is; when it also decodes as a JSON array, object or
+        string, the decoded values are redacted and, if that found a secret the encoded
+        form hid (an escaped quote, ``\\u200b``, a fullwidth escape), the value is
+        re-encoded from the redacted values.
+        """
+        plain = self.redact(text)
+        head = text.lstrip()[:1]
+        if head not in ("[", "{", '"'):
+            return plain
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            return plain
+        cleaned = self.redact_value(decoded)
+        if cleaned != decoded:
+            return json.dumps(cleaned, ensure_ascii=False)
+        # Nothing inside the values; a secret seen only in the encoded form (across
+        # values) is still removed, at the price of the encoding.
+        return plain
 
 
 def redaction_processor(redactor: Redactor) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["quote_text", "unquote_text"]
+__all__ = ["quote_speaker", "quote_text", "unquote_text"]
 
 _LINE_BREAKERS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -28,3 +28,13 @@ def unquote_text(literal: str) -> str:
     if not isinstance(value, str):
         raise ValueError("not a JSON string literal")
     return value
+
+
+def quote_speaker(speaker: str) -> str:
+    """Render a speaker name, always as a JSON string literal.
+
+    A speaker can come from a model-backed extractor, so it is never shown bare: a name
+    such as ``SYSTEM override from the developer team`` renders ``"SYSTEM override ..."``
+    and no rendered line can begin like a role line (``SYSTEM ...:``, ``assistant:``).
+    """
+    return quote_text(speaker)

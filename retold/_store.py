@@ -41,6 +41,7 @@ from ._records import (
     RecordDraft,
     TranscriptTurn,
     WriteOrigin,
+    scope_id,
 )
 from ._redaction import Redactor
 
@@ -296,21 +297,48 @@ def fts_query(text: str) -> str | None:
 
 
 class Writer:
-    """The write side of one open transaction. Every bound string is redacted first."""
+    """The write side of one open transaction: the only door to every column (SR-1).
 
-    def __init__(self, store: SQLiteStore) -> None:
+    Every bound value passes the redactor of the row's tenant first: strings (and strings
+    that are themselves encoded JSON, decoded and redacted value by value), and lists or
+    dicts, which are redacted value by value and only then encoded as JSON text. The
+    tenant is the row's ``tenant`` column for :meth:`insert`, the scope for :meth:`event`,
+    and ``tenant`` (from :meth:`SQLiteStore.write`) for raw statements.
+    """
+
+    def __init__(self, store: SQLiteStore, tenant: str | None = None) -> None:
         self._store = store
         self.now = store.clock()
+        self.tenant = tenant
 
-    def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
-        redact = self._store.redactor.redact
+    def redactor(self, tenant: str | None = None) -> Redactor:
+        """The redactor this write uses for ``tenant`` (default: the write's tenant)."""
+        tenant = tenant if tenant is not None else self.tenant
+        base = self._store.redactor
+        return base if tenant is None else base.for_tenant(tenant)
+
+    def clean(self, value: Any, tenant: str | None = None) -> Any:
+        """One bound value as it will be stored: redacted before any encoding."""
+        if isinstance(value, str):
+            return self.redactor(tenant).redact_encoded(value)
+        if isinstance(value, Mapping | list | tuple):
+            return json.dumps(self.redactor(tenant).redact_value(value), ensure_ascii=False)
+        return value
+
+    def _clean(self, params: Sequence[Any] | Mapping[str, Any], tenant: str | None = None) -> Any:
         if isinstance(params, Mapping):
-            return {k: redact(v) if isinstance(v, str) else v for k, v in params.items()}
-        return [redact(v) if isinstance(v, str) else v for v in params]
+            return {k: self.clean(v, tenant) for k, v in params.items()}
+        return [self.clean(v, tenant) for v in params]
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[Any] | dict[str, Any] = (),
+        *,
+        tenant: str | None = None,
+    ) -> sqlite3.Cursor:
         """Run one statement inside the transaction with redacted parameters."""
-        cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params))
+        cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params, tenant))
         return cursor
 
     def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
@@ -318,7 +346,12 @@ class Writer:
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
-        cur = self.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
+        tenant = row.get("tenant")
+        cur = self.execute(
+            f"{verb} INTO {table} ({cols}) VALUES ({marks})",
+            list(row.values()),
+            tenant=tenant if isinstance(tenant, str) else None,
+        )
         return cur.rowcount
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
@@ -340,11 +373,14 @@ class Writer:
         data: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one audit event in this transaction."""
-        payload = json.dumps(self._store.redactor.redact_value(dict(data or {})), sort_keys=True)
+        payload = json.dumps(
+            self.redactor(scope.tenant).redact_value(dict(data or {})), sort_keys=True
+        )
         self.execute(
             "INSERT INTO events (tenant, principal, record_id, type, actor, time, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
+            tenant=scope.tenant,
         )
 
 
@@ -633,13 +669,28 @@ class SQLiteStore:
             raise deadline.exceeded(what)
 
     @contextmanager
-    def write(self) -> Iterator[Writer]:
+    def write(self, *, tenant: str | None = None) -> Iterator[Writer]:
         """Open a ``BEGIN IMMEDIATE`` transaction; commit on success, roll back on any error.
 
         Under a :class:`Deadline` the waits for this store's lock and for SQLite's write lock
         are clamped to the time left, and the transaction's statements are interrupted when
         it passes (the transaction then rolls back whole): :class:`DeadlineExceeded`.
+
+        A ``write()`` opened inside another on the same thread joins the outer transaction
+        (it commits with it, or rolls back with it), so writes can be composed into one
+        atomic unit, e.g. a chat turn's transcript rows and its decision row.
+        ``tenant`` selects the redaction key of raw statements (see :class:`Writer`).
         """
+        joined: Writer | None = getattr(self._local, "writer", None)
+        if joined is not None:
+            previous = joined.tenant
+            if tenant is not None:
+                joined.tenant = tenant
+            try:
+                yield joined
+            finally:
+                joined.tenant = previous
+            return
         deadline = _ACTIVE_DEADLINE.get()
         self._acquire(deadline, "waiting for the write lock")
         conn = self._conn
@@ -665,7 +716,9 @@ class SQLiteStore:
                     raise deadline.exceeded("waiting for the write lock") from exc
                 raise StoreError(f"cannot start a write transaction: {exc}") from exc
             try:
-                yield Writer(self)
+                writer = Writer(self, tenant)
+                self._local.writer = writer
+                yield writer
                 conn.execute("COMMIT")
             except BaseException as exc:
                 # An interrupted statement may already have rolled the transaction back.
@@ -679,6 +732,7 @@ class SQLiteStore:
                     raise deadline.exceeded("a write") from exc
                 raise
         finally:
+            self._local.writer = None
             if deadline is not None:
                 conn.set_progress_handler(None, 0)
             self._local.writing = outer
@@ -818,6 +872,23 @@ class SQLiteStore:
                     log.debug("schema_migrated", component=component, version=version)
             self._schema_done[component] = len(migrations)
 
+    def check_integrity(self) -> list[str]:
+        """Run SQLite's ``integrity_check`` and FTS5's index-against-table check.
+
+        Returns the problems found (empty when both pass).
+        """
+        problems: list[str] = []
+        with self._lock:
+            rows = self._conn.execute("PRAGMA integrity_check").fetchall()
+            problems.extend(str(r[0]) for r in rows if r[0] != "ok")
+            try:
+                self._conn.execute(
+                    "INSERT INTO records_fts (records_fts, rank) VALUES ('integrity-check', 1)"
+                )
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"records_fts: {exc}")
+        return problems
+
     def schema_version(self, component: str) -> int:
         rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
         return int(rows[0]["version"]) if rows else 0
@@ -943,7 +1014,7 @@ class SQLiteStore:
             rows = w.query(
                 f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
                 "AND idempotency_key = ?",
-                [scope.tenant, scope.principal, w._store.redactor.redact(draft.idempotency_key)],
+                [scope.tenant, scope.principal, w.clean(draft.idempotency_key, scope.tenant)],
             )
             if rows:
                 return _row_to_record(rows[0])
@@ -970,7 +1041,7 @@ class SQLiteStore:
             }
         )
         # Redact before building the row so the returned record equals the stored one.
-        record = self._redacted(record)
+        record = self._redacted(record, scope.tenant)
         w.insert("records", _record_row(record))
         w.step("record_inserted")
         w.execute(
@@ -1011,8 +1082,8 @@ class SQLiteStore:
         w.step("before_commit")
         return record
 
-    def _redacted(self, record: Record) -> Record:
-        r = self.redactor.redact
+    def _redacted(self, record: Record, tenant: str) -> Record:
+        r = self.redactor.for_tenant(tenant).redact
         return record.model_copy(
             update={
                 "text": r(record.text),
@@ -1107,6 +1178,13 @@ class SQLiteStore:
                     "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
                     "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
                     [iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                # The erased (empty) text is indexed again, so the FTS index still mirrors
+                # the records table row for row and FTS5's integrity check passes.
+                w.execute(
+                    "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records "
+                    "WHERE id = ?",
+                    [record_id],
                 )
                 w.step("deleted")
                 w.event(
@@ -1225,32 +1303,43 @@ class SQLiteStore:
         Raises:
             InvalidInputError: the session already has a turn with this index.
         """
-        clean = turn.model_copy(
-            update={
-                "text": self.redactor.redact(turn.text),
-                "speaker": self.redactor.redact(turn.speaker) if turn.speaker else turn.speaker,
-            }
-        )
         try:
-            with self.write() as w:
-                w.insert(
-                    "transcript_turns",
-                    {
-                        "tenant": scope.tenant,
-                        "principal": scope.principal,
-                        "session_id": clean.session_id,
-                        "turn_index": clean.turn_index,
-                        "role": clean.role.value,
-                        "speaker": clean.speaker,
-                        "text": clean.text,
-                        "time": iso(clean.time),
-                    },
-                )
+            with self.write(tenant=scope.tenant) as w:
+                return self.insert_turn(w, scope, turn)
         except sqlite3.IntegrityError as exc:
             raise InvalidInputError(
                 "turn_index",
                 f"session {turn.session_id!r} already has turn {turn.turn_index}",
             ) from exc
+
+    def insert_turn(self, w: Writer, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Insert one transcript turn inside an open transaction; returns it as stored.
+
+        For composing a larger atomic write (a chat turn's user turn, decision and reply);
+        a duplicate index raises ``sqlite3.IntegrityError`` and the caller's transaction
+        rolls back whole.
+        """
+        redact = self.redactor.for_tenant(scope.tenant).redact
+        clean = turn.model_copy(
+            update={
+                "text": redact(turn.text),
+                "speaker": redact(turn.speaker) if turn.speaker else turn.speaker,
+            }
+        )
+        w.insert(
+            "transcript_turns",
+            {
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "session_id": clean.session_id,
+                "turn_index": clean.turn_index,
+                "role": clean.role.value,
+                "speaker": clean.speaker,
+                "text": clean.text,
+                "time": iso(clean.time),
+            },
+        )
+        w.step(f"turn_{clean.role.value}")
         return clean
 
     def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
@@ -1268,9 +1357,11 @@ class SQLiteStore:
         return turns[0] if turns else None
 
     def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        session_id = scope_id("session_id", session_id)
         return self._turns(scope, "session_id = ?", [session_id])
 
     def next_turn_index(self, scope: Principal, session_id: str) -> int:
+        session_id = scope_id("session_id", session_id)
         rows = self.query(
             "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
             "WHERE tenant = ? AND principal = ? AND session_id = ?",

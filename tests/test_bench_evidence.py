@@ -170,7 +170,7 @@ def test_memory_search_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     ]
     assert main(base) == 0
     out = capsys.readouterr()
-    assert 'Ana: "The spare key is under the blue pot"' in out.out
+    assert '"Ana": "The spare key is under the blue pot"' in out.out
     assert "Bob" not in out.out
     report = run_json([*base, "--json", "--format", "auditable"], capsys)
     assert report["format"] == "auditable" and len(report["record_ids"]) == 1  # type: ignore[arg-type]

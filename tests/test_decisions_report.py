@@ -162,7 +162,7 @@ async def test_cli_report_json(
     store: SQLiteStore, populated: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``retold decisions report --json`` prints the report as one JSON object."""
-    assert main(["decisions", "report", "--db", store.path, "--json"]) == 0
+    assert main(["decisions", "report", "--db", store.path, "--all-tenants", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["turns"] == 6
     assert data["dispositions"]["regenerated"] == 1
@@ -175,7 +175,7 @@ async def test_cli_report_text(
     store: SQLiteStore, populated: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The human report names every figure."""
-    assert main(["decisions", "report", "--db", store.path]) == 0
+    assert main(["decisions", "report", "--db", store.path, "--all-tenants"]) == 0
     out = capsys.readouterr().out
     for phrase in (
         "turns: 6",
@@ -193,7 +193,7 @@ def test_cli_report_needs_an_existing_db(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A missing database is a usage error (exit 2), not an empty report."""
-    assert main(["decisions", "report", "--db", str(tmp_path / "none.db")]) == 2
+    assert main(["decisions", "report", "--db", str(tmp_path / "none.db"), "--all-tenants"]) == 2
     assert "no database" in capsys.readouterr().err
 
 
@@ -201,7 +201,7 @@ def test_cli_report_on_a_store_without_decisions(
     store: SQLiteStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A store that never decided a turn reports zeros and gains no audit tables."""
-    assert main(["decisions", "report", "--db", store.path, "--json"]) == 0
+    assert main(["decisions", "report", "--db", store.path, "--all-tenants", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["turns"] == 0 and data["injection_rate"] is None
     assert store.schema_version("audit") == 0

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retold import (
     DETECTOR_FAMILIES,
@@ -16,6 +18,7 @@ from retold import (
     SQLiteStore,
     TranscriptTurn,
 )
+from retold._redaction import find_secrets
 
 from .conftest import FixedClock
 
@@ -173,3 +176,78 @@ def test_deleted_text_leaves_fts_and_file(tmp_path: Path, clock: FixedClock) -> 
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     assert b"quixotic zeppelin" not in _db_bytes(path)
+
+
+# -- linear time over adversarial strings ---------------------------------------------------
+
+# Fragments that made the old detectors backtrack (letter runs before "://", "eyJ-" chains,
+# assignment names without values, PEM headers, AWS context words), plus pieces of secrets.
+_ADVERSARIAL_PIECES = [
+    "a",
+    "Z9",
+    "eyJ",
+    "-",
+    ".",
+    "_",
+    ":",
+    "://",
+    "@",
+    "/",
+    " ",
+    "\n",
+    "\u200b",
+    "\u2028",
+    "ｘ",
+    '"',
+    "'",
+    "=",
+    "token",
+    "password ",
+    " is ",
+    "aws key ",
+    "-----BEGIN ",
+    "PRIVATE KEY-----",
+    "AKIA",
+    "ghp_",
+    "xoxb-",
+    "AIza",
+    "sk-",
+    "[REDACTED:",
+]
+
+
+@st.composite
+def _adversarial(draw: st.DrawFn) -> tuple[str, str]:
+    """A long string of repeated adversarial fragments with one planted secret inside."""
+    pieces = draw(st.lists(st.sampled_from(_ADVERSARIAL_PIECES), min_size=1, max_size=6))
+    unit = "".join(pieces)
+    repeats = draw(st.integers(min_value=2_000, max_value=20_000)) // max(1, len(unit))
+    family = draw(st.sampled_from(sorted(PLANTED)))
+    text, secret = PLANTED[family]
+    cut = draw(st.integers(min_value=0, max_value=repeats))
+    body = unit * cut + " " + text + " \n" + unit * (repeats - cut)
+    return body, secret
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_adversarial())
+def test_long_adversarial_strings_are_redacted_and_terminate(case: tuple[str, str]) -> None:
+    """Long strings built from backtracking-prone fragments finish (a quadratic detector
+    would blow the timeout), lose the planted secret and keep everything else."""
+    text, secret = case
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert secret not in out
+    assert r.redact(out) == out
+    for start, end, _family in find_secrets(text):
+        assert start < end <= len(text)
+
+
+def test_case_insensitive_families_and_case_sensitive_aws_ids() -> None:
+    """Token prefixes match in any case; AWS key ids stay upper-case only, as defined."""
+    r = Redactor(b"k" * 32)
+    for text, secret in (PLANTED["github_token"], PLANTED["slack_token"], PLANTED["jwt"]):
+        shouted = text.upper()
+        assert secret.upper() not in r.redact(shouted), text
+    assert "[REDACTED:" not in r.redact("akia" + "q7xk2m4p9rzt3wvb")

@@ -15,6 +15,7 @@ from retold import (
     ProfileAssembler,
     RecordDraft,
     RecordKind,
+    ReviewQueue,
     Role,
     SQLiteStore,
     TranscriptTurn,
@@ -47,6 +48,8 @@ def seed(db: Path, said: str, text: str) -> str:
 
 
 def listed(capsys: pytest.CaptureFixture[str], db: Path, *extra: str) -> dict[str, Any]:
+    if "--tenant" not in extra and "--all-tenants" not in extra:
+        extra = ("--tenant", "acme", *extra)
     code, out, _ = run(capsys, "review", "list", "--db", str(db), "--json", *extra)
     assert code == 0
     data: dict[str, Any] = json.loads(out)
@@ -68,7 +71,7 @@ def test_list_shows_pending_items_and_backlog(
         assert field in item
     assert item["confidence"] == 0.5 and item["created_at"]
     assert listed(capsys, db, "--tenant", "other")["count"] == 0
-    code, out, _ = run(capsys, "review", "list", "--db", str(db))
+    code, out, _ = run(capsys, "review", "list", "--db", str(db), "--all-tenants")
     assert code == 0 and item["id"] in out and "backlog: 1 pending" in out
 
 
@@ -85,6 +88,8 @@ def test_resolve_promote_then_profile_show(
         "resolve",
         "--db",
         str(db),
+        "--tenant",
+        "acme",
         review_id,
         "--decision",
         "promote",
@@ -111,7 +116,7 @@ def test_resolve_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     db = tmp_path / "r.db"
     seed(db, "Maybe shorter answers would be nice sometimes.", "Shorter answers nice")
     review_id = listed(capsys, db)["items"][0]["id"]
-    base = ["review", "resolve", "--db", str(db)]
+    base = ["review", "resolve", "--db", str(db), "--tenant", "acme"]
     code, _, err = run(capsys, *base, "nope", "--decision", "reject", "--reviewer", "ops")
     assert code == 2 and err.startswith("retold: error:") and err.count("\n") == 1
     code, out, _ = run(capsys, *base, review_id, "--decision", "reject", "--reviewer", "ops")
@@ -138,6 +143,8 @@ def test_resolve_not_applied_exits_1(tmp_path: Path, capsys: pytest.CaptureFixtu
         "resolve",
         "--db",
         str(db),
+        "--tenant",
+        "acme",
         review_id,
         "--decision",
         "promote",
@@ -165,3 +172,36 @@ def test_profile_show_session_reads_the_snapshot(
     assert shown["session_id"] == "sess-9"
     code, _, err = run(capsys, "profile", "show", "--db", str(tmp_path / "none.db"), *SCOPE)
     assert code == 2 and "no database" in err
+
+
+@pytest.mark.parametrize("argv", [["review", "list"], ["decisions", "report"]])
+def test_operator_views_need_tenant_or_all_tenants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """`review list` and `decisions report` without --tenant or --all-tenants exit 2."""
+    db = tmp_path / "r.db"
+    seed(db, "Maybe shorter answers would be nice sometimes.", "Shorter answers nice")
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--db", str(db)])
+    assert exc.value.code == 2
+    assert "--all-tenants" in capsys.readouterr().err
+    assert main([*argv, "--db", str(db), "--all-tenants", "--json"]) == 0
+    capsys.readouterr()
+
+
+def test_resolve_of_another_tenants_item_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`review resolve` scoped to one tenant cannot see or promote another tenant's item."""
+    db = tmp_path / "r.db"
+    rid = seed(db, "Maybe shorter answers would be nice sometimes.", "Shorter answers nice")
+    review_id = listed(capsys, db)["items"][0]["id"]
+    base = ["review", "resolve", "--db", str(db), review_id, "--decision", "promote"]
+    code, _, err = run(capsys, *base, "--reviewer", "ops", "--tenant", "evil")
+    assert code == 2 and "no review item" in err
+    with SQLiteStore(db) as store:
+        assert ReviewQueue(store, tenant="evil").get(review_id) is None
+        assert ReviewQueue(store, tenant="acme").get(review_id) is not None
+        assert store.get(ALICE, rid).activation.value == "conditional"  # type: ignore[union-attr]
+        assert ReviewQueue(store, tenant="evil").backlog().pending == 0
+        assert ReviewQueue(store, tenant="evil").items() == []

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _bench_evidence, _bench_latency, _bench_retrieval
+from .. import _bench_evidence, _bench_latency, _bench_redaction, _bench_retrieval
 
-_BENCHMARKS: list[Any] = [_bench_evidence, _bench_retrieval, _bench_latency]
+_BENCHMARKS: list[Any] = [_bench_evidence, _bench_retrieval, _bench_latency, _bench_redaction]
 
 
 def register(sub: Any) -> None:

@@ -110,3 +110,18 @@ def emit(obj: Any) -> None:
     except UnicodeEncodeError:
         text = json.dumps(obj, ensure_ascii=True, sort_keys=True, default=str)
     sys.stdout.write(text + "\n")
+
+
+def add_tenant_scope(parser: Any, what: str) -> None:
+    """``--tenant T`` or ``--all-tenants``, one of them required (argparse exits 2 without).
+
+    An operator's view never crosses tenants by default: reading every tenant's
+    ``what`` is an explicit choice.
+    """
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--tenant", help=f"only this tenant's {what} (or --all-tenants)")
+    group.add_argument(
+        "--all-tenants",
+        action="store_true",
+        help=f"every tenant's {what} (an operator's view across tenants)",
+    )

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._audit import AuditLog, DecisionReport, build_report
-from ._common import add_db, add_json, emit, open_store
+from ._common import add_db, add_json, add_tenant_scope, emit, open_store
 
 
 def register(sub: Any) -> None:
@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
         help="dispositions, injection rate, added latency, budget withholding, failures",
     )
     add_db(report)
-    report.add_argument("--tenant", help="only this tenant's turns")
+    add_tenant_scope(report, "turns")
     add_json(report)
     report.set_defaults(handler=_report)
 

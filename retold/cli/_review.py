@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._activation_review import ReviewItem, ReviewQueue
-from ._common import add_db, add_json, emit, open_store
+from ._common import add_db, add_json, add_tenant_scope, emit, open_store
 
 
 def register(sub: Any) -> None:
@@ -15,7 +15,7 @@ def register(sub: Any) -> None:
 
     lst = rsub.add_parser("list", help="list review items, oldest first, with the backlog")
     add_db(lst)
-    lst.add_argument("--tenant", help="only this tenant")
+    add_tenant_scope(lst, "review items")
     lst.add_argument(
         "--status",
         choices=["pending", "resolved", "all"],
@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
     resolve = rsub.add_parser("resolve", help="resolve one item as a trusted reviewer")
     add_db(resolve)
     resolve.add_argument("id", help="review item id")
+    add_tenant_scope(resolve, "review items (the item must belong to it)")
     resolve.add_argument("--decision", required=True, choices=["promote", "conditional", "reject"])
     resolve.add_argument("--reviewer", required=True, help="who is resolving it")
     resolve.add_argument("--note", help="free-text note kept with the item (redacted)")
@@ -56,10 +57,10 @@ def _line(item: ReviewItem) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=True) as store:
-        queue = ReviewQueue(store)
+        queue = ReviewQueue(store, tenant=args.tenant)
         status = None if args.status == "all" else args.status
-        items = queue.items(tenant=args.tenant, status=status)
-        backlog = queue.backlog(tenant=args.tenant)
+        items = queue.items(status=status)
+        backlog = queue.backlog()
     if args.json:
         emit(
             {
@@ -82,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _resolve(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=True) as store:
-        item = ReviewQueue(store).resolve(
+        item = ReviewQueue(store, tenant=args.tenant).resolve(
             args.id,
             args.decision,
             reviewer=args.reviewer,
