@@ -28,10 +28,20 @@ loopback = loopback_fixture()
 SCHEMA = {"type": "object", "properties": {"tea": {"type": "string"}}, "required": ["tea"]}
 USER = [ChatMessage.user("Which tea?")]
 FAST = RetryPolicy(initial_backoff=0.001, jitter=0)
-# The shape of llama.cpp's server refusal: a 500 whose body is the validation error.
-LLAMA_REFUSAL = Reply.error(
-    500,
-    "1 validation error for CreateChatCompletionRequest\nresponse_format.type: Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']",
+# llama-cpp-python's server validates response_format.type as "text" | "json_object"; its
+# route handler (llama_cpp/server/errors.py) turns the validation error into a 500 carrying
+# the error's text. This body follows that shape (read from the source; not captured live).
+LLAMA_REFUSAL = Reply.json(
+    {
+        "error": {
+            "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    },
+    status=500,
 )
 
 
