@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from retold import Principal, RecordDraft, SQLiteStore
-from retold._retrieval import RetrievalConfig
 from retold._bench_evidence import parse_session_time
+from retold._retrieval import RetrievalConfig
 from retold.cli import main
 
 DATA = Path(__file__).parent / "data" / "locomo_mini.json"

@@ -21,13 +21,12 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from retold.policy.local import cosine, shared_embedder
-from retold.policy.reference import get_bundle
-
 from retold._extraction import extract_session
 from retold._fitness import load_scenarios
 from retold._records import Principal, Role, TranscriptTurn
 from retold._store import SQLiteStore
+from retold.policy.local import cosine, shared_embedder
+from retold.policy.reference import get_bundle
 
 SCOPE = Principal(tenant="cal", principal="p")
 
