@@ -272,13 +272,17 @@ def _psycopg() -> Any:
 class PostgresWriter:
     """The write side of one open PostgreSQL transaction. Every bound string is redacted."""
 
-    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, store: PostgresStore, conn: psycopg.Connection[Any], tenant: str | None = None
+    ) -> None:
         self._store = store
         self._conn = conn
+        self.tenant = tenant  # selects the per-tenant redaction key, as SQLiteStore's Writer
         self.now = store.clock()
 
     def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
-        redact = self._store.redactor.redact
+        base = self._store.redactor
+        redact = (base.for_tenant(self.tenant) if self.tenant is not None else base).redact
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
         return [redact(v) if isinstance(v, str) else v for v in params]
@@ -466,7 +470,7 @@ class PostgresStore:
             cm.__exit__(None, None, None)
 
     @contextmanager
-    def write(self) -> Iterator[PostgresWriter]:
+    def write(self, *, tenant: str | None = None) -> Iterator[PostgresWriter]:
         """Open a transaction; commit on success, roll back on any error.
 
         A write opened inside another on the same thread becomes a savepoint of it, and
@@ -479,7 +483,7 @@ class PostgresStore:
                 self._local.conn = conn
             try:
                 with conn.transaction():
-                    yield PostgresWriter(self, conn)
+                    yield PostgresWriter(self, conn, tenant)
             except psycopg.errors.QueryCanceled as exc:
                 raise StoreError(f"write timed out: {exc}") from exc
             except psycopg.errors.LockNotAvailable as exc:

@@ -238,9 +238,9 @@ def test_profile_review_and_decisions_commands_take_a_postgres_url(
     assert main(["memory", "add", "--db", url, *SCOPE, "I like green tea"]) == 0
     assert main(["profile", "show", "--db", url, *SCOPE, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["record_ids"] == []
-    assert main(["review", "list", "--db", url, "--json"]) == 0
+    assert main(["review", "list", "--db", url, "--tenant", "acme", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["count"] == 0
-    assert main(["decisions", "report", "--db", url]) == 0
+    assert main(["decisions", "report", "--db", url, "--tenant", "acme"]) == 0
     assert "policy failures" in capsys.readouterr().out
 
 
