@@ -383,6 +383,17 @@ class MemoryChat:
                     retriever=self.retriever,
                     options=options or TurnOptions(),
                 )
+            except Exception:
+                # A failed draft still handed its decision (and user turn) to the writer:
+                # let them land before the error reaches the caller, who may look them up.
+                self._turn_audit.pending.pop(key, None)
+                failed = self._turn_audit.handed.pop(key, None)
+                if failed is not None:
+                    limit = self.store.busy_timeout_ms / 1000 + 5.0
+                    await anyio.to_thread.run_sync(
+                        self._turn_audit.writer.wait_for, failed, limit, abandon_on_cancel=True
+                    )
+                raise
             finally:
                 self._turn_audit.pending.pop(key, None)
                 seq = self._turn_audit.handed.pop(key, None)
