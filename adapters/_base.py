@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal, Self
 
 import anyio
+import anyio.lowlevel
 import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -380,6 +381,9 @@ class _HTTPSession:
             attempt += 1
             remaining = end - anyio.current_time()
             if remaining <= 0:
+                # An enclosing scope past its deadline cancels here, the ordinary way; only
+                # the explicit deadline becomes an error.
+                await anyio.lowlevel.checkpoint()
                 raise self._error(0, "", f"{self.provider} request to {path} passed its deadline")
             started = anyio.current_time()
             own = None if deadline is None else max(deadline - started, 0.0)

@@ -647,3 +647,15 @@ async def test_enclosing_cancel_scope_cancels_request(
         with anyio.move_on_after(0.1) as scope:
             await model.complete(USER)
     assert scope.cancelled_caught
+
+
+@pytest.mark.anyio
+async def test_enclosing_scope_already_past_its_deadline_cancels_not_errors(
+    make_adapter: MakeAdapter, loopback: LoopbackServer
+) -> None:
+    """A request entered after its enclosing scope's deadline is cancelled, not an adapter error."""
+    loopback.chat_completions.push(openai_chat("never sent"))
+    async with make_adapter() as model:
+        with anyio.move_on_after(0) as scope:
+            await model.complete(USER)
+    assert scope.cancelled_caught
