@@ -120,7 +120,7 @@ _RETRIEVAL: dict[str, RetrievalConfig] = {
 #: two-core host can take seconds for that, so its retrieval, gap and admission stages get
 #: more room than a hosted call needs (still bounded: a timeout withholds memory).
 _TIMEOUTS: dict[str, dict[str, int]] = {
-    LOCAL: {"gap_timeout_ms": 5000, "retrieval_timeout_ms": 15000, "admission_timeout_ms": 5000},
+    LOCAL: {"gap_timeout_ms": 10000, "retrieval_timeout_ms": 20000, "admission_timeout_ms": 10000},
 }
 
 

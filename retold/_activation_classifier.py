@@ -159,6 +159,17 @@ _RESPONSE_CONDITION = re.compile(
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
 )
+# A one-off request about a text at hand ("please shorten this client brief", "translate
+# the following") is a task, not a standing instruction, unless it says it stands.
+_ONE_OFF = re.compile(
+    r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
+    r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
+    r"it|below|above)\b)"
+)
+_STANDING = re.compile(
+    r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
+    r"whenever|all the time|for everything)\b"
+)
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad)\b"
@@ -289,6 +300,10 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.5, reason="ambiguous_category"
             )
         category = categories[0]
+        if _ONE_OFF.search(claim) and not _STANDING.search(claim):
+            return ActivationProposal(
+                decision="conditional", category=category, confidence=0.85, reason="one_off_request"
+            )
         if _HEDGE.search(claim):
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"

@@ -52,3 +52,9 @@ def test_topic_task_and_time_triggers_stay_conditional(text: str) -> None:
 def test_them_of_another_person_is_still_a_third_party() -> None:
     """'number them' is about the reply's parts; a relative's wish is still not promoted."""
     assert _classify("My sister wants short answers, number them.")[0] != "promote"
+
+
+def test_a_one_off_request_about_a_pasted_text_is_not_promoted() -> None:
+    """'Please shorten this brief' is a task on the text at hand, not a standing style rule."""
+    assert _classify("Please shorten this client brief.")[0] == "conditional"
+    assert _classify("Please always keep answers short.")[0] == "promote"
