@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from retold import EpistemicState, ProfileBlock, Record, RecordKind
+from retold import EpistemicState, ProfileBlock, Record, RecordKind, SQLiteStore
 from retold._policies import GapCategory, ReasonCode
 from retold.policy.local import (
     CachedEmbedder,
@@ -183,12 +184,24 @@ def test_local_manifest_is_recorded_and_names_its_embedding_model() -> None:
     )
 
 
+def test_offline_bundles_retrieve_without_an_embedder(tmp_path: Path) -> None:
+    """offline-reference's retriever has no dense stage embedder (it needs no extra)."""
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        assert get_bundle("offline-reference").retriever(store).embedder is None
+        assert get_bundle("offline-reference").embedder() is None
+    finally:
+        store.close()
+
+
 @pytest.fixture(scope="module")
 def minilm() -> CachedEmbedder:
     pytest.importorskip("sentence_transformers")
     return shared_embedder()
 
 
+# Loading torch and MiniLM takes seconds on an idle machine, minutes on a saturated one.
+@pytest.mark.timeout(900)
 @pytest.mark.anyio
 async def test_minilm_judge_finds_a_fact_that_shares_no_word_with_the_probe(
     minilm: CachedEmbedder,
@@ -206,3 +219,21 @@ async def test_minilm_judge_finds_a_fact_that_shares_no_word_with_the_probe(
         "How do you keep cut flowers fresh?", None, EMPTY, "", [offer, car, plant]
     )
     assert ordinary.admitted == ()
+
+
+@pytest.mark.timeout(900)
+def test_local_bundle_wires_the_shared_minilm_into_retrieval_and_policies(
+    minilm: CachedEmbedder, tmp_path: Path
+) -> None:
+    """The local bundle's retriever, planner and judge all use the one cached MiniLM."""
+    bundle = get_bundle("local")
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        assert bundle.retriever(store).embedder is minilm
+        planner = bundle.gap_policy()
+        judge = bundle.admission_policy()
+        assert isinstance(planner, SemanticGapPlanner) and planner.embedder is minilm
+        assert isinstance(judge, SemanticAdmissionJudge) and judge.embedder is minilm
+        assert minilm.model_id.startswith("local:") and minilm.dimensions == 384
+    finally:
+        store.close()
