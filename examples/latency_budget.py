@@ -16,10 +16,10 @@ from pathlib import Path
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import Principal, SQLiteStore, TurnOptions
+from retold.adapters import MemoryChat, OfflineResponder, from_env
+from retold.policy.reference import get_bundle
 
 CHAT = TurnOptions(latency_budget_ms=3000)  # a chat window: a few seconds is fine
 VOICE = TurnOptions(latency_budget_ms=0)  # a voice reply: nothing beyond the draft

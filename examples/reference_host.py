@@ -22,10 +22,10 @@ from typing import Any
 import anyio
 import structlog
 from pydantic import ValidationError
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import InvalidInputError, Principal, SQLiteStore, UtilityAwareConfig
+from retold.adapters import MemoryChat, OfflineResponder, from_env
+from retold.policy.reference import get_bundle
 
 # The kill switches: every config field but the bundle, flag for flag.
 SWITCHES = [name for name in UtilityAwareConfig.model_fields if name != "bundle"]

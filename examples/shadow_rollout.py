@@ -19,12 +19,12 @@ from pathlib import Path
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import Principal, SQLiteStore, UnfittedBundleError
 from retold._audit import AuditLog
 from retold._fitness import record_fitness, run_fitness
+from retold.adapters import MemoryChat, OfflineResponder, from_env
+from retold.policy.reference import get_bundle
 
 TRAFFIC = [
     ("s1", "I just adopted a greyhound called Biscuit."),

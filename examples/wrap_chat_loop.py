@@ -21,10 +21,10 @@ from pathlib import Path
 
 import anyio
 import structlog
-from retold.adapters import MemoryChat, OfflineResponder, from_env
-from retold.policy.reference import get_bundle
 
 from retold import Principal, SQLiteStore
+from retold.adapters import MemoryChat, OfflineResponder, from_env
+from retold.policy.reference import get_bundle
 
 CONVERSATION = [
     ("monday", "Hi! Please always answer me concisely. My sister Ines lives in Porto."),

@@ -8,6 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
+
+from retold import AdapterHTTPError, UsageError
 from retold.adapters import (
     AnthropicChatAdapter,
     ChatMessage,
@@ -15,9 +18,6 @@ from retold.adapters import (
     RetryPolicy,
     ToolSpec,
 )
-from structlog.testing import capture_logs
-
-from retold import AdapterHTTPError, UsageError
 from retold.testing import (
     LoopbackServer,
     Reply,

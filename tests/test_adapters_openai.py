@@ -11,6 +11,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from structlog.testing import capture_logs
+
+from retold import AdapterHTTPError, UsageError
+from retold._typing import Embedder
 from retold.adapters import (
     AnthropicChatAdapter,
     ChatMessage,
@@ -22,10 +26,6 @@ from retold.adapters import (
     from_env,
     parse_retry_after,
 )
-from structlog.testing import capture_logs
-
-from retold import AdapterHTTPError, UsageError
-from retold._typing import Embedder
 from retold.testing import (
     LoopbackServer,
     Reply,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from retold.adapters import HTTPReranker, MalformedResponseError, RetryPolicy
 
 from retold import AdapterHTTPError, Principal, RecordDraft, SQLiteStore, UsageError
 from retold._retrieval import HybridRetriever, RetrievalConfig
 from retold._typing import Reranker
+from retold.adapters import HTTPReranker, MalformedResponseError, RetryPolicy
 from retold.testing import LoopbackServer, Reply, loopback_fixture
 
 KEY = "loopback-" + "rerank-k3y-41c0"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner, content_terms, stem
-
 from retold import EvidenceRef, ProfileBlock, ReasonCode, Record
+from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner, content_terms, stem
 
 INVENTORY = ["constraint", "relationship_or_event"]
 EMPTY = ProfileBlock.empty()
