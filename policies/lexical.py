@@ -28,7 +28,13 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._redaction import strip_secrets
 
-__all__ = ["LexicalAdmissionJudge", "LexicalGapPlanner", "content_terms", "stem"]
+__all__ = [
+    "LexicalAdmissionJudge",
+    "LexicalGapPlanner",
+    "content_terms",
+    "personal_turn",
+    "stem",
+]
 
 _STOPWORDS = frozenset(
     """
@@ -223,6 +229,24 @@ def _follow_up(turn: str) -> bool:
         and len(content_terms(turn)) <= 3
         and not _NAMED.search(turn)
         and not _SMALL_TALK.search(turn)
+    )
+
+
+# The principal as subject or owner: "I", "my", "we", "our" (not "me", which a request
+# to the assistant carries as often as a question about the user: "tell me a joke").
+_OWN = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|we'd|our|ours)\b", re.I)
+
+
+def personal_turn(turn: str) -> bool:
+    """Whether ``turn`` is about the principal's own life: a first-person subject or
+    possessive (in the languages the rules read), a named person's possessive, or a
+    recall phrase ("again", "remind me", "what's my ...")."""
+    return bool(
+        _OWN.search(turn)
+        or _FOREIGN_FIRST_PERSON.search(turn)
+        or _NAMED_POSSESSIVE.search(turn)
+        or _RECALL_CUES.search(turn)
+        or _FOREIGN_RECALL_CUES.search(turn)
     )
 
 

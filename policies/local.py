@@ -36,8 +36,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-import anyio
-
+from retold._errors import UsageError
 from retold._policies import (
     AdmissionDecision,
     CandidateVerdict,
@@ -49,7 +48,7 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._typing import Embedder
 
-from .lexical import content_terms
+from .lexical import content_terms, personal_turn
 
 __all__ = [
     "CachedEmbedder",
@@ -103,7 +102,6 @@ class CachedEmbedder:
         self.inner = inner
         self.max_entries = max_entries
         self._cache: dict[str, list[float]] = {}
-        self._lock = anyio.Lock()
 
     @property
     def model_id(self) -> str:
@@ -114,16 +112,23 @@ class CachedEmbedder:
         return self.inner.dimensions
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        async with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-            if missing:
-                vectors = await self.inner.embed(missing)
-                for text, vector in zip(missing, vectors, strict=True):
-                    if len(self._cache) >= self.max_entries:
-                        self._cache.pop(next(iter(self._cache)))
-                    # Rounded: a text's vector must not depend on the batch it came in.
-                    self._cache[text] = [round(float(x), _DIGITS) for x in vector]
-            return [self._cache[t] for t in texts]
+        # No lock: two concurrent callers may embed the same text twice, with the same result.
+        found = {t: self._cache[t] for t in texts if t in self._cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            vectors = await self.inner.embed(missing)
+            if len(vectors) != len(missing):
+                raise UsageError(
+                    f"embedder {self.model_id!r} returned {len(vectors)} vectors "
+                    f"for {len(missing)} texts"
+                )
+            for text, vector in zip(missing, vectors, strict=True):
+                # Rounded: a text's vector must not depend on the batch it came in.
+                found[text] = [round(float(x), _DIGITS) for x in vector]
+                while len(self._cache) >= self.max_entries:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[text] = found[text]
+        return [found[t] for t in texts]
 
 
 @functools.cache
@@ -181,9 +186,19 @@ def _pieces(text: str) -> list[str]:
 class SemanticAdmissionJudge:
     """Admission judge of the ``local`` bundle: relevance by meaning, staleness by links.
 
+    A turn about the principal's own life (a first-person pronoun or possessive, a named
+    person's possessive, or a recall phrase: the general vocabulary of
+    :mod:`retold.policy.lexical`, no topic words) asks for their memory, so its best
+    candidate needs only ``min_relevance``; any other turn ("What did the removals cost?")
+    needs ``min_relevance_impersonal``, a closeness that general questions sharing a topic
+    with a stored fact ("Why do cats purr?" beside "my cat Pimiento") do not reach.
+    Only candidates within ``margin`` of the best are admitted, so an unrelated record is
+    not admitted beside the right one.
+
     Args:
         embedder: the sentence embedder (the bundle's shared MiniLM).
-        min_relevance: cosine(turn, record) a candidate needs to be helpful.
+        min_relevance: cosine(turn, record) a candidate of a personal turn needs.
+        min_relevance_impersonal: the same for a turn with no personal cue.
         margin: a helpful candidate must score within this of the best one.
         redundant_at: cosine(record, a sentence of draft/context/profile) at which the
             record is already said.
@@ -198,14 +213,16 @@ class SemanticAdmissionJudge:
         self,
         embedder: Embedder,
         *,
-        min_relevance: float = 0.45,
-        margin: float = 0.12,
+        min_relevance: float = 0.2,
+        min_relevance_impersonal: float = 0.5,
+        margin: float = 0.05,
         redundant_at: float = 0.92,
         same_thing: float = 0.8,
         max_admitted: int = 3,
     ) -> None:
         self.embedder = embedder
         self.min_relevance = min_relevance
+        self.min_relevance_impersonal = min_relevance_impersonal
         self.margin = margin
         self.redundant_at = redundant_at
         self.same_thing = same_thing
@@ -230,10 +247,11 @@ class SemanticAdmissionJudge:
                 usable.append(record)
         # What the answer already has: the draft (less its echo of the turn), the public
         # context and the profile, sentence by sentence.
+        echo_free = draft.replace(turn.strip(), " ")
         known = [
             p
-            for p in _pieces("\n".join([draft, public_context or "", ambient_profile.text]))
-            if p.strip() not in turn
+            for p in _pieces("\n".join([echo_free, public_context or "", ambient_profile.text]))
+            if p not in turn
         ]
         texts = [turn, *(r.text for r in usable), *known]
         vectors = await self.embedder.embed(texts)
@@ -243,6 +261,7 @@ class SemanticAdmissionJudge:
         known_terms = set(content_terms(" ".join(known)))
         relevance = {r.id: cosine(turn_vec, rec_vecs[r.id]) for r in usable}
         best = max(relevance.values(), default=0.0)
+        floor = self.min_relevance if personal_turn(turn) else self.min_relevance_impersonal
         helpful: list[Record] = []
         for record in usable:
             rel = relevance[record.id]
@@ -250,7 +269,7 @@ class SemanticAdmissionJudge:
             said = any(cosine(rec_vecs[record.id], v) >= self.redundant_at for v in known_vecs)
             if (terms and terms <= known_terms) or said:
                 reasons[record.id] = ReasonCode.REDUNDANT
-            elif rel >= self.min_relevance and rel >= best - self.margin:
+            elif rel >= floor and rel >= best - self.margin:
                 reasons[record.id] = ReasonCode.HELPFUL
                 helpful.append(record)
             else:

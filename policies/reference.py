@@ -115,6 +115,15 @@ _RETRIEVAL: dict[str, RetrievalConfig] = {
 }
 
 
+#: Stage timeouts that differ from the configuration's defaults. The ``local`` bundle runs
+#: MiniLM on the CPU: a principal's first search embeds every record they have, and a busy
+#: two-core host can take seconds for that, so its retrieval, gap and admission stages get
+#: more room than a hosted call needs (still bounded: a timeout withholds memory).
+_TIMEOUTS: dict[str, dict[str, int]] = {
+    LOCAL: {"gap_timeout_ms": 10000, "retrieval_timeout_ms": 20000, "admission_timeout_ms": 10000},
+}
+
+
 def _split_policy_id(policy_id: str) -> tuple[str, str]:
     name, _, version = policy_id.partition("@")
     return name, version or "0"
@@ -313,6 +322,7 @@ class PolicyBundle:
             "gap_enabled": True,
             "admission_mode": self.admission_mode,
             "bundle": json.loads(json.dumps(dict(self.manifest))),
+            **_TIMEOUTS.get(self.name, {}),
         }
         values.update(overrides)
         return UtilityAwareConfig(**values)

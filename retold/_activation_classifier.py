@@ -112,7 +112,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
         r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
-        r"one (?:line|sentence|paragraph)|long(?:er)? answers?|"
+        r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
         r"numbered|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
         r"metric|imperial|units?|celsius|fahrenheit|plain text|plain english|prose|headings?|"
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
@@ -137,6 +137,38 @@ _TRIGGER = re.compile(
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über)\b"
+)
+# A condition on the reply itself rather than on a topic, time or channel: "for long
+# replies", "when you list steps", "if the answer is long". The instruction still applies
+# to every conversation (it shapes the form of any reply of that kind), so it is no
+# trigger. Only response-form words: a task or topic ("when you write code", "when I ask
+# about money") is still a trigger.
+_RESPONSE_FORM = (
+    r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
+    r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?)"
+)
+_RESPONSE_CONDITION = re.compile(
+    rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
+    rf"use|number|send)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
+    rf"{_RESPONSE_FORM}\b|"
+    rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
+    rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
+    rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
+    rf"(?:long(?:er)?|lengthy|short|big|complex|detailed)\b|"
+    # the opposite of a trigger: "whatever we talk about", "whatever the topic"
+    r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
+    r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
+)
+# A one-off request about a text at hand ("please shorten this client brief", "translate
+# the following") is a task, not a standing instruction, unless it says it stands.
+_ONE_OFF = re.compile(
+    r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
+    r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
+    r"it|below|above)\b)"
+)
+_STANDING = re.compile(
+    r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
+    r"whenever|all the time|for everything)\b"
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
@@ -268,11 +300,15 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.5, reason="ambiguous_category"
             )
         category = categories[0]
+        if _ONE_OFF.search(claim) and not _STANDING.search(claim):
+            return ActivationProposal(
+                decision="conditional", category=category, confidence=0.85, reason="one_off_request"
+            )
         if _HEDGE.search(claim):
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
-        if _TRIGGER.search(_IF_IDIOM.sub(" ", claim)):
+        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", _IF_IDIOM.sub(" ", claim))):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )

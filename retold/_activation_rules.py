@@ -71,13 +71,19 @@ _THIRD_PERSON = frozenset(
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
-    r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b"
+    r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
+    # a condition on the reply's own form ("if the answer is long"), not a hypothetical
+    r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
+    r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a
 # third party (who would be "I want them to ...", which stays disqualified).
 _THING_PRONOUN = re.compile(
     r"\bi\s+(?:really\s+|just\s+|honestly\s+)?(?:find|found|hate|dislike|like|love|"
-    r"(?:ca|can) not stand|cannot stand|ignore|skip|miss|skim)\s+them\b(?!\s+to\b)"
+    r"(?:ca|can) not stand|cannot stand|ignore|skip|miss|skim)\s+them\b(?!\s+to\b)|"
+    # "them" as the object of an instruction about the reply's parts ("when you list steps,
+    # number them"): a thing, not a third party
+    r"\b(?:number|keep|make|put|list|break|split|format|label|order|sort|bold|shorten)\s+them\b"
 )
 # A polite request phrased as a question ("can you generally ...?", "could you answer me in
 # Japanese from now on?") is a direct instruction when it says the request is standing.

@@ -51,16 +51,16 @@ class NeverCalled:
 
 
 def test_registry_lists_both_bundles_and_refuses_unknown_names() -> None:
-    """bundle_names lists the LLM and offline bundles; an unknown name is a UsageError naming them."""
-    assert bundle_names() == ["offline-reference", "reference"]
-    with pytest.raises(UsageError, match="offline-reference, reference"):
+    """bundle_names lists the LLM, local and offline bundles; an unknown name names them all."""
+    assert bundle_names() == ["local", "offline-reference", "reference"]
+    with pytest.raises(UsageError, match="local, offline-reference, reference"):
         get_bundle("nightly")
     import retold.policy as policy
 
     assert policy.get_bundle is get_bundle and policy.supported_bundle is supported_bundle
 
 
-@pytest.mark.parametrize("name", ["reference", "offline-reference"])
+@pytest.mark.parametrize("name", ["reference", "local", "offline-reference"])
 def test_manifest_shape_and_hashes_recompute(name: str) -> None:
     """Every component carries id, version and sha256, and bundle_sha256 recomputes from them."""
     manifest = get_bundle(name).manifest

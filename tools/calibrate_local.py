@@ -20,10 +20,11 @@ import json
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from retold._extraction import extract_session
 from retold._fitness import load_scenarios
-from retold._records import Principal, Role, TranscriptTurn
+from retold._records import Principal, Record, Role, TranscriptTurn
 from retold._store import SQLiteStore
 from retold.policy.local import cosine, shared_embedder
 from retold.policy.reference import get_bundle
@@ -38,39 +39,48 @@ async def _rows(directory: Path) -> list[Row]:
     bundle = get_bundle("local")
     emb = shared_embedder()
     out: list[Row] = []
+    by_history: dict[str, list[Record]] = {}
     for sc in load_scenarios(directory):
-        counter = itertools.count(1)
-        store = SQLiteStore(":memory:", id_factory=lambda c=counter: f"r{next(c):05d}")
-        try:
-            for session in sc.history:
-                for i, turn in enumerate(session.turns):
-                    store.add_turn(
-                        SCOPE,
-                        TranscriptTurn(
-                            session_id=session.session_id,
-                            turn_index=i,
-                            role=Role(turn.role),
-                            speaker=turn.speaker if turn.role == "user" else None,
-                            text=turn.text,
-                            time=session.time + timedelta(seconds=30 * i),
-                        ),
-                    )
-                await extract_session(
-                    store, SCOPE, session.session_id, bundle.extractor(), user=sc.user
-                )
-            now = sc.probe.time
-            records = [r for r in store.list_records(SCOPE) if r.is_live(now)]
-            need = {(e.session_id, e.turn) for e in (sc.expected.evidence or [])}
-            stale = {(e.session_id, e.turn) for e in (sc.expected.stale_evidence or [])}
-            vecs = await emb.embed([sc.probe.text, *(r.text for r in records)])
-            scored = []
-            for r, v in zip(records, vecs[1:], strict=True):
-                refs = {(e.session_id, e.turn_index) for e in r.evidence}
-                scored.append((cosine(vecs[0], v), bool(refs & need), bool(refs & stale)))
-            out.append((sc.id, sc.label, sorted(scored, reverse=True), sc.probe.text))
-        finally:
-            store.close()
+        key = json.dumps([h.model_dump(mode="json") for h in sc.history], sort_keys=True)
+        if key not in by_history:
+            by_history[key] = await _extract(sc, bundle)
+        now = sc.probe.time
+        records = [r for r in by_history[key] if r.is_live(now)]
+        need = {(e.session_id, e.turn) for e in (sc.expected.evidence or [])}
+        stale = {(e.session_id, e.turn) for e in (sc.expected.stale_evidence or [])}
+        vecs = await emb.embed([sc.probe.text, *(r.text for r in records)])
+        scored = []
+        for r, v in zip(records, vecs[1:], strict=True):
+            refs = {(e.session_id, e.turn_index) for e in r.evidence}
+            scored.append((cosine(vecs[0], v), bool(refs & need), bool(refs & stale)))
+        out.append((sc.id, sc.label, sorted(scored, reverse=True), sc.probe.text))
     return out
+
+
+async def _extract(sc: Any, bundle: Any) -> list[Record]:
+    """The records the bundle's extractor writes for the scenario's history."""
+    counter = itertools.count(1)
+    store = SQLiteStore(":memory:", id_factory=lambda: f"r{next(counter):05d}")
+    try:
+        for session in sc.history:
+            for i, turn in enumerate(session.turns):
+                store.add_turn(
+                    SCOPE,
+                    TranscriptTurn(
+                        session_id=session.session_id,
+                        turn_index=i,
+                        role=Role(turn.role),
+                        speaker=turn.speaker if turn.role == "user" else None,
+                        text=turn.text,
+                        time=session.time + timedelta(seconds=30 * i),
+                    ),
+                )
+            await extract_session(
+                store, SCOPE, session.session_id, bundle.extractor(), user=sc.user
+            )
+        return store.list_records(SCOPE)
+    finally:
+        store.close()
 
 
 def _simulate(rows: list[Row], tau: float, margin: float) -> tuple[float, float]:

@@ -1,0 +1,60 @@
+"""Offline activation: conditions on the reply's own form are not topic triggers (issue 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from retold._activation_classifier import ActivationRequest, OfflineActivationClassifier
+from retold._records import EvidenceRef
+
+
+def _classify(text: str) -> tuple[str, str | None]:
+    request = ActivationRequest(
+        record_id="r1",
+        kind="preference",
+        record_text=text,
+        claim=text,
+        evidence=EvidenceRef(session_id="s1", turn_index=0),
+    )
+    proposal = OfflineActivationClassifier().classify(request)
+    return proposal.decision, proposal.category
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Also, for long replies, please put a two-line summary at the top.",
+        "When you list steps, number them, please; bullets make me lose my place.",
+        "If the answer is long, please start with a summary.",
+        "I'm dyslexic, so please keep paragraphs short, whatever we talk about.",
+    ],
+)
+def test_answer_form_conditions_are_broad_preferences(text: str) -> None:
+    """'for long replies', 'when you list steps', 'whatever we talk about' still promote."""
+    decision, category = _classify(text)
+    assert decision == "promote"
+    assert category in {"answer_style", "accessibility"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "When we talk about Dutch paperwork, reply in Spanish.",
+        "When you write code, keep it short.",
+        "Please keep answers short on weekends.",
+    ],
+)
+def test_topic_task_and_time_triggers_stay_conditional(text: str) -> None:
+    """A topic, a task or a time window is still a trigger: never promoted."""
+    assert _classify(text)[0] == "conditional"
+
+
+def test_them_of_another_person_is_still_a_third_party() -> None:
+    """'number them' is about the reply's parts; a relative's wish is still not promoted."""
+    assert _classify("My sister wants short answers, number them.")[0] != "promote"
+
+
+def test_a_one_off_request_about_a_pasted_text_is_not_promoted() -> None:
+    """'Please shorten this brief' is a task on the text at hand, not a standing style rule."""
+    assert _classify("Please shorten this client brief.")[0] == "conditional"
+    assert _classify("Please always keep answers short.")[0] == "promote"

@@ -1,0 +1,239 @@
+"""The ``local`` bundle: MiniLM gap planning and admission, its manifest, and its cache."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from retold import EpistemicState, ProfileBlock, Record, RecordKind, SQLiteStore
+from retold._policies import GapCategory, ReasonCode
+from retold.policy.local import (
+    CachedEmbedder,
+    SemanticAdmissionJudge,
+    SemanticGapPlanner,
+    cosine,
+    shared_embedder,
+)
+from retold.policy.reference import compute_manifest, get_bundle, recorded_manifest
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+EMPTY = ProfileBlock.empty()
+
+
+def _record(rid: str, text: str, *, session: str = "s1", days: int = 0, **kw: object) -> Record:
+    at = T0 + timedelta(days=days)
+    values: dict[str, object] = {
+        "id": rid,
+        "tenant": "t",
+        "principal": "p",
+        "text": text,
+        "kind": RecordKind.FACT,
+        "session_id": session,
+        "created_at": at,
+        "updated_at": at,
+        "event_time": at,
+    }
+    values.update(kw)
+    return Record.model_validate(values)
+
+
+class _Axes:
+    """A tiny deterministic embedder for the judge's logic: one axis per listed word."""
+
+    model_id = "test:axes"
+
+    def __init__(self, axes: Sequence[str]) -> None:
+        self.axes = list(axes)
+        self.calls: list[list[str]] = []
+
+    @property
+    def dimensions(self) -> int:
+        return len(self.axes) + 1
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        out = []
+        for text in texts:
+            low = text.lower()
+            vec = [float(low.count(a)) for a in self.axes] + [0.3]
+            out.append(vec)
+        return out
+
+
+@pytest.mark.anyio
+async def test_cached_embedder_embeds_each_text_once_and_rounds() -> None:
+    """A repeated text is served from the cache, and vectors are rounded to be batch-stable."""
+    inner = _Axes(["salary"])
+    cached = CachedEmbedder(inner)
+    first = await cached.embed(["my salary", "hello"])
+    again = await cached.embed(["hello", "my salary", "new"])
+    assert inner.calls == [["my salary", "hello"], ["new"]]
+    assert again[1] == first[0] and again[0] == first[1]
+    assert all(x == round(x, 4) for v in again for x in v)
+
+
+def test_cosine_of_parallel_and_orthogonal_vectors() -> None:
+    """cosine is 1 for parallel vectors, 0 for orthogonal ones and for a zero vector."""
+    assert math.isclose(cosine([1.0, 2.0], [2.0, 4.0]), 1.0)
+    assert cosine([1.0, 0.0], [0.0, 3.0]) == 0.0
+    assert cosine([0.0, 0.0], [1.0, 1.0]) == 0.0
+
+
+@pytest.mark.anyio
+async def test_planner_plans_without_a_cue_but_not_for_small_talk_or_an_empty_store() -> None:
+    """A cue-less probe gets a gap (its query is the turn); thanks and an empty store do not."""
+    planner = SemanticGapPlanner(_Axes(["pay", "decided"]))
+    decision = await planner.plan("How much more does the new position pay?", None, EMPTY, ["x"])
+    assert [g.query for g in decision.gaps] == ["How much more does the new position pay?"]
+    assert decision.gaps[0].category in set(GapCategory)
+    assert (await planner.plan("thanks!", None, EMPTY, ["x"])).gaps == ()
+    assert (await planner.plan("How much does it pay?", None, EMPTY, [])).gaps == ()
+
+
+@pytest.mark.anyio
+async def test_judge_admits_the_close_record_and_not_an_unrelated_one_beside_it() -> None:
+    """Only candidates within the margin of the best are admitted; the rest are insufficient."""
+    judge = SemanticAdmissionJudge(_Axes(["salary", "car"]), margin=0.05)
+    right = _record("r1", "my salary is 64k")
+    other = _record("r2", "my car is a Golf")
+    decision = await judge.admit(
+        "what is my salary again?",
+        None,
+        EMPTY,
+        "Answer to: what is my salary again?",
+        [right, other],
+    )
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ("r1",)
+    assert reasons == {"r1": ReasonCode.HELPFUL, "r2": ReasonCode.INSUFFICIENT}
+
+
+@pytest.mark.anyio
+async def test_judge_needs_more_closeness_when_the_turn_is_not_personal() -> None:
+    """The same closeness admits for a first-person turn and not for an impersonal one."""
+    judge = SemanticAdmissionJudge(
+        _Axes(["cat", "purr"]), min_relevance=0.2, min_relevance_impersonal=0.9
+    )
+    cat = _record("r1", "my cat Pimiento is on a kidney diet")
+    assert (await judge.admit("what should my cat eat?", None, EMPTY, "", [cat])).admitted == (
+        "r1",
+    )
+    assert (await judge.admit("why do cats purr?", None, EMPTY, "", [cat])).admitted == ()
+
+
+@pytest.mark.anyio
+async def test_judge_staleness_comes_from_links_not_from_change_words() -> None:
+    """A conflict link rejects; a change word in an unrelated newer record marks nothing stale."""
+    judge = SemanticAdmissionJudge(_Axes(["salary", "trip"]))
+    salary = _record("r1", "my salary is 64k")
+    trip = _record("r2", "actually we moved the trip to June", session="s2", days=20)
+    linked = _record("r3", "my salary is 70k", session="s3", days=30, conflicts_with=("r1",))
+    decision = await judge.admit("what's my salary?", None, EMPTY, "", [salary, trip, linked])
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ("r1",)
+    assert reasons["r3"] is ReasonCode.STALE_OR_CONFLICTING
+
+
+@pytest.mark.anyio
+async def test_judge_refuses_hypothetical_redacted_and_redundant_records() -> None:
+    """Hypothetical and redacted records are harmful; what the draft already says is redundant."""
+    judge = SemanticAdmissionJudge(_Axes(["salary"]))
+    maybe = _record(
+        "r1", "if I got the job my salary would be 90k", epistemic=EpistemicState.HYPOTHETICAL
+    )
+    secret = _record("r2", "my salary account is [REDACTED:abc]")
+    said = _record("r3", "salary 64k")
+    decision = await judge.admit(
+        "what's my salary?", None, EMPTY, "Your salary is 64k.", [maybe, secret, said]
+    )
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ()
+    assert reasons == {
+        "r1": ReasonCode.POTENTIALLY_HARMFUL,
+        "r2": ReasonCode.POTENTIALLY_HARMFUL,
+        "r3": ReasonCode.REDUNDANT,
+    }
+
+
+@pytest.mark.anyio
+async def test_judge_keeps_the_newer_of_two_statements_that_say_the_same_thing() -> None:
+    """Two near-identical statements from different sessions: only the newer is admitted."""
+    judge = SemanticAdmissionJudge(_Axes(["salary"]), same_thing=0.95)
+    old = _record("r1", "salary: 64k", session="s1")
+    new = _record("r2", "salary: 69.5k now", session="s2", days=40)
+    decision = await judge.admit("what's my salary?", None, EMPTY, "", [old, new])
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ("r2",)
+    assert reasons["r1"] is ReasonCode.STALE_OR_CONFLICTING
+
+
+def test_local_manifest_is_recorded_and_names_its_embedding_model() -> None:
+    """The recorded manifest of the local bundle matches what its code hashes to."""
+    manifest = compute_manifest("local")
+    assert recorded_manifest("local") == manifest
+    bundle = get_bundle("local")
+    assert bundle.offline and bundle.retrieval_config.dense
+    for key in ("gap_planner", "admission_judge"):
+        assert manifest["components"][key]["id"].endswith("-local")
+    assert (
+        bundle.manifest["bundle_sha256"] != compute_manifest("offline-reference")["bundle_sha256"]
+    )
+
+
+def test_offline_bundles_retrieve_without_an_embedder(tmp_path: Path) -> None:
+    """offline-reference's retriever has no dense stage embedder (it needs no extra)."""
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        assert get_bundle("offline-reference").retriever(store).embedder is None
+        assert get_bundle("offline-reference").embedder() is None
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def minilm() -> CachedEmbedder:
+    pytest.importorskip("sentence_transformers")
+    return shared_embedder()
+
+
+# Loading torch and MiniLM takes seconds on an idle machine, minutes on a saturated one.
+@pytest.mark.timeout(900)
+@pytest.mark.anyio
+async def test_minilm_judge_finds_a_fact_that_shares_no_word_with_the_probe(
+    minilm: CachedEmbedder,
+) -> None:
+    """With the real MiniLM, a cue-less salary probe admits the offer, not the distractors."""
+    judge = SemanticAdmissionJudge(minilm)
+    offer = _record("r1", "Their offer is €64,000 a year, which sounded huge.")
+    car = _record("r2", "I keep the car in the garage behind the flat.")
+    plant = _record("r3", "Please keep the basil on the windowsill watered.")
+    decision = await judge.admit(
+        "How much will I earn in the new job?", None, EMPTY, "", [offer, car, plant]
+    )
+    assert decision.admitted == ("r1",)
+    ordinary = await judge.admit(
+        "How do you keep cut flowers fresh?", None, EMPTY, "", [offer, car, plant]
+    )
+    assert ordinary.admitted == ()
+
+
+@pytest.mark.timeout(900)
+def test_local_bundle_wires_the_shared_minilm_into_retrieval_and_policies(
+    minilm: CachedEmbedder, tmp_path: Path
+) -> None:
+    """The local bundle's retriever, planner and judge all use the one cached MiniLM."""
+    bundle = get_bundle("local")
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        assert bundle.retriever(store).embedder is minilm
+        planner = bundle.gap_policy()
+        judge = bundle.admission_policy()
+        assert isinstance(planner, SemanticGapPlanner) and planner.embedder is minilm
+        assert isinstance(judge, SemanticAdmissionJudge) and judge.embedder is minilm
+        assert minilm.model_id.startswith("local:") and minilm.dimensions == 384
+    finally:
+        store.close()
