@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast, runtime_checkable
 
 import anyio
 import structlog
@@ -540,7 +540,234 @@ class Store(Protocol):
     ) -> list[Event]: ...
 
 
-class SQLiteStore:
+class _SharedStoreOps:
+    """The store operations whose SQL is the same on every dialect, written once.
+
+    ``SQLiteStore`` and ``PostgresStore`` inherit them; each supplies the transaction
+    (``write``), the reads (``query``, ``_fetch``, ``_require``) and ``delete``, which differ.
+    """
+
+    _clock: Clock
+
+    if TYPE_CHECKING:
+
+        def write(self, *, tenant: str | None = None) -> AbstractContextManager[WriteTx]: ...
+
+        def query(
+            self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+        ) -> list[dict[str, Any]]: ...
+
+        def _fetch(self, reader: Any, scope: Principal, record_id: str) -> Record | None: ...
+
+        def _require(self, w: Any, scope: Principal, record_id: str, field: str) -> Record: ...
+
+        def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
+
+        def close(self) -> None: ...
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def schema_version(self, component: str) -> int:
+        rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
+        return int(rows[0]["version"]) if rows else 0
+
+    def refuse_untrusted_ambient(
+        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
+    ) -> None:
+        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
+        if origin not in _UNTRUSTED_ORIGINS:
+            return
+        if not any(d.activation is Activation.AMBIENT for d in drafts):
+            return
+        self.append_event(
+            scope,
+            "record.activation_refused",
+            actor=actor,
+            data={"origin": origin.value, "requested": "ambient"},
+        )
+        log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
+        raise InvalidInputError(
+            "activation",
+            f"a write from {origin.value} cannot set ambient activation; "
+            "only the audited activation policy or a reviewer can promote a record",
+        )
+
+    def _link_conflict(self, w: WriteTx, scope: Principal, record_id: str, other: str) -> None:
+        row = self._require(w, scope, record_id, "conflicts_with")
+        links = sorted(set(row.conflicts_with) | {other})
+        w.execute(
+            "UPDATE records SET conflicts_with = ?, updated_at = ? "
+            "WHERE tenant = ? AND principal = ? AND id = ?",
+            [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
+        )
+
+    def get(self, scope: Principal, record_id: str) -> Record | None:
+        """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
+        return self._fetch(self, scope, record_id)
+
+    def list_records(
+        self,
+        scope: Principal,
+        *,
+        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
+        activation: Activation | None = None,
+        include_expired: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records in ``scope``, newest first (ties by id).
+
+        By default only active, unexpired records; pass ``lifecycle=None`` for every state.
+        """
+        where = ["tenant = ?", "principal = ?"]
+        params: list[Any] = [scope.tenant, scope.principal]
+        if lifecycle is not None:
+            states = [LifecycleState(s).value for s in lifecycle]
+            where.append(f"lifecycle IN ({', '.join('?' for _ in states)})")
+            params.extend(states)
+        if activation is not None:
+            where.append("activation = ?")
+            params.append(activation.value)
+        if not include_expired:
+            where.append("(expires_at IS NULL OR expires_at > ?)")
+            params.append(iso(self._clock()))
+        sql = (
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(where)} "
+            "ORDER BY COALESCE(event_time, created_at) DESC, id"
+        )
+        if limit is not None:
+            if limit < 0:
+                raise InvalidInputError("limit", "must be >= 0")
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_row_to_record(row) for row in self.query(sql, params)]
+
+    def transition(
+        self,
+        scope: Principal,
+        record_id: str,
+        lifecycle: LifecycleState,
+        *,
+        actor: str,
+        reason: str = "",
+        superseded_by: str | None = None,
+    ) -> Record:
+        """Move a record to another lifecycle state (``deleted`` goes through :meth:`delete`).
+
+        ``superseded`` needs ``superseded_by``, the id of the record in ``scope`` that
+        replaces it (as a write with ``RecordDraft.supersedes`` records it).
+
+        Raises:
+            InvalidInputError: no such record, a deleted one, or a missing or unknown successor.
+        """
+        lifecycle = LifecycleState(lifecycle)
+        if lifecycle is LifecycleState.DELETED:
+            return self.delete(scope, record_id, actor=actor)
+        if (lifecycle is LifecycleState.SUPERSEDED) != (superseded_by is not None):
+            raise InvalidInputError(
+                "superseded_by", "is required for, and only for, the superseded state"
+            )
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is LifecycleState.DELETED:
+                raise InvalidInputError("id", f"record {record_id!r} is deleted")
+            data: dict[str, Any] = {"previous": record.lifecycle.value, "reason": reason}
+            if superseded_by is not None:
+                self._require(w, scope, superseded_by, "superseded_by")
+                data["superseded_by"] = superseded_by
+            w.execute(
+                "UPDATE records SET lifecycle = ?, superseded_by = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [
+                    lifecycle.value,
+                    superseded_by,
+                    iso(w.now),
+                    scope.tenant,
+                    scope.principal,
+                    record_id,
+                ],
+            )
+            w.event(scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id, data=data)
+            return self._require(w, scope, record_id, "id")
+
+    def set_activation(
+        self,
+        scope: Principal,
+        record_id: str,
+        activation: Activation,
+        *,
+        actor: str,
+        origin: WriteOrigin,
+        data: Mapping[str, Any] | None = None,
+    ) -> Record:
+        """Change a record's activation and append ``record.activation_changed``.
+
+        Only the activation policy and reviewers may promote to ambient.
+        """
+        activation = Activation(activation)
+        if activation is Activation.AMBIENT and origin not in (
+            WriteOrigin.ACTIVATION_POLICY,
+            WriteOrigin.REVIEWER,
+        ):
+            raise UsageError("only the activation policy or a reviewer may set ambient activation")
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.activation is not activation:
+                w.execute(
+                    "UPDATE records SET activation = ?, updated_at = ? "
+                    "WHERE tenant = ? AND principal = ? AND id = ?",
+                    [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                w.event(
+                    scope,
+                    "record.activation_changed",
+                    actor=actor,
+                    record_id=record_id,
+                    data={
+                        "from": record.activation.value,
+                        "to": activation.value,
+                        "origin": origin.value,
+                        **(data or {}),
+                    },
+                )
+            return self._require(w, scope, record_id, "id")
+
+    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
+        rows = self.query(
+            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
+            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
+            [scope.tenant, scope.principal, *params],
+        )
+        return [TranscriptTurn.model_validate(row) for row in rows]
+
+    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
+        turns = self._turns(
+            scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index]
+        )
+        return turns[0] if turns else None
+
+    def append_event(
+        self,
+        scope: Principal,
+        type: str,
+        *,
+        actor: str,
+        record_id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one audit event in its own transaction."""
+        with self.write() as w:
+            w.event(scope, type, actor=actor, record_id=record_id, data=data)
+
+
+class SQLiteStore(_SharedStoreOps):
     """The default store: one SQLite file, no server.
 
     Args:
@@ -609,10 +836,6 @@ class SQLiteStore:
     # -- plumbing -----------------------------------------------------------------------
 
     @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
     def busy_timeout_ms(self) -> int:
         """How long a write waits for another connection's lock (outside any deadline)."""
         return self._busy_ms
@@ -652,12 +875,6 @@ class SQLiteStore:
                 self._shared[key] = factory()
             component: T = self._shared[key]
             return component
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _acquire(self, deadline: Deadline | None, what: str) -> None:
         """Take the write lock, waiting no longer than ``deadline`` allows."""
@@ -889,10 +1106,6 @@ class SQLiteStore:
                 problems.append(f"records_fts: {exc}")
         return problems
 
-    def schema_version(self, component: str) -> int:
-        rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
-        return int(rows[0]["version"]) if rows else 0
-
     def _stored_key(self) -> bytes:
         with self._lock:
             with self.write():
@@ -974,27 +1187,6 @@ class SQLiteStore:
             raise StoreError(f"batch write failed: {exc}") from exc
         log.debug("records_written", count=len(records), tenant=scope.tenant)
         return records
-
-    def refuse_untrusted_ambient(
-        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
-    ) -> None:
-        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
-        if origin not in _UNTRUSTED_ORIGINS:
-            return
-        if not any(d.activation is Activation.AMBIENT for d in drafts):
-            return
-        self.append_event(
-            scope,
-            "record.activation_refused",
-            actor=actor,
-            data={"origin": origin.value, "requested": "ambient"},
-        )
-        log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
-        raise InvalidInputError(
-            "activation",
-            f"a write from {origin.value} cannot set ambient activation; "
-            "only the audited activation policy or a reviewer can promote a record",
-        )
 
     def insert_record(
         self, w: Writer, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
@@ -1093,55 +1285,6 @@ class SQLiteStore:
             }
         )
 
-    def _link_conflict(self, w: Writer, scope: Principal, record_id: str, other: str) -> None:
-        row = self._require(w, scope, record_id, "conflicts_with")
-        links = sorted(set(row.conflicts_with) | {other})
-        w.execute(
-            "UPDATE records SET conflicts_with = ?, updated_at = ? "
-            "WHERE tenant = ? AND principal = ? AND id = ?",
-            [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
-        )
-
-    def get(self, scope: Principal, record_id: str) -> Record | None:
-        """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
-        return self._fetch(self, scope, record_id)
-
-    def list_records(
-        self,
-        scope: Principal,
-        *,
-        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
-        activation: Activation | None = None,
-        include_expired: bool = False,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """Records in ``scope``, newest first (ties by id).
-
-        By default only active, unexpired records; pass ``lifecycle=None`` for every state.
-        """
-        where = ["tenant = ?", "principal = ?"]
-        params: list[Any] = [scope.tenant, scope.principal]
-        if lifecycle is not None:
-            states = [LifecycleState(s).value for s in lifecycle]
-            where.append(f"lifecycle IN ({', '.join('?' for _ in states)})")
-            params.extend(states)
-        if activation is not None:
-            where.append("activation = ?")
-            params.append(activation.value)
-        if not include_expired:
-            where.append("(expires_at IS NULL OR expires_at > ?)")
-            params.append(iso(self._clock()))
-        sql = (
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(where)} "
-            "ORDER BY COALESCE(event_time, created_at) DESC, id"
-        )
-        if limit is not None:
-            if limit < 0:
-                raise InvalidInputError("limit", "must be >= 0")
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_row_to_record(row) for row in self.query(sql, params)]
-
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
@@ -1205,96 +1348,6 @@ class SQLiteStore:
             [record_id],
         )
 
-    def transition(
-        self,
-        scope: Principal,
-        record_id: str,
-        lifecycle: LifecycleState,
-        *,
-        actor: str,
-        reason: str = "",
-        superseded_by: str | None = None,
-    ) -> Record:
-        """Move a record to another lifecycle state (``deleted`` goes through :meth:`delete`).
-
-        ``superseded`` needs ``superseded_by``, the id of the record in ``scope`` that
-        replaces it (as a write with ``RecordDraft.supersedes`` records it).
-
-        Raises:
-            InvalidInputError: no such record, a deleted one, or a missing or unknown successor.
-        """
-        lifecycle = LifecycleState(lifecycle)
-        if lifecycle is LifecycleState.DELETED:
-            return self.delete(scope, record_id, actor=actor)
-        if (lifecycle is LifecycleState.SUPERSEDED) != (superseded_by is not None):
-            raise InvalidInputError(
-                "superseded_by", "is required for, and only for, the superseded state"
-            )
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is LifecycleState.DELETED:
-                raise InvalidInputError("id", f"record {record_id!r} is deleted")
-            data: dict[str, Any] = {"previous": record.lifecycle.value, "reason": reason}
-            if superseded_by is not None:
-                self._require(w, scope, superseded_by, "superseded_by")
-                data["superseded_by"] = superseded_by
-            w.execute(
-                "UPDATE records SET lifecycle = ?, superseded_by = ?, updated_at = ? "
-                "WHERE tenant = ? AND principal = ? AND id = ?",
-                [
-                    lifecycle.value,
-                    superseded_by,
-                    iso(w.now),
-                    scope.tenant,
-                    scope.principal,
-                    record_id,
-                ],
-            )
-            w.event(scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id, data=data)
-            return self._require(w, scope, record_id, "id")
-
-    def set_activation(
-        self,
-        scope: Principal,
-        record_id: str,
-        activation: Activation,
-        *,
-        actor: str,
-        origin: WriteOrigin,
-        data: Mapping[str, Any] | None = None,
-    ) -> Record:
-        """Change a record's activation and append ``record.activation_changed``.
-
-        Only the activation policy and reviewers may promote to ambient.
-        """
-        activation = Activation(activation)
-        if activation is Activation.AMBIENT and origin not in (
-            WriteOrigin.ACTIVATION_POLICY,
-            WriteOrigin.REVIEWER,
-        ):
-            raise UsageError("only the activation policy or a reviewer may set ambient activation")
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.activation is not activation:
-                w.execute(
-                    "UPDATE records SET activation = ?, updated_at = ? "
-                    "WHERE tenant = ? AND principal = ? AND id = ?",
-                    [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                w.event(
-                    scope,
-                    "record.activation_changed",
-                    actor=actor,
-                    record_id=record_id,
-                    data={
-                        "from": record.activation.value,
-                        "to": activation.value,
-                        "origin": origin.value,
-                        **(data or {}),
-                    },
-                )
-            return self._require(w, scope, record_id, "id")
-
     # -- transcript ---------------------------------------------------------------------
 
     def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
@@ -1342,20 +1395,6 @@ class SQLiteStore:
         w.step(f"turn_{clean.role.value}")
         return clean
 
-    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
-        rows = self.query(
-            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
-            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
-            [scope.tenant, scope.principal, *params],
-        )
-        return [TranscriptTurn.model_validate(row) for row in rows]
-
-    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
-        turns = self._turns(
-            scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index]
-        )
-        return turns[0] if turns else None
-
     def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
         session_id = scope_id("session_id", session_id)
         return self._turns(scope, "session_id = ?", [session_id])
@@ -1370,19 +1409,6 @@ class SQLiteStore:
         return int(rows[0]["n"])
 
     # -- events -------------------------------------------------------------------------
-
-    def append_event(
-        self,
-        scope: Principal,
-        type: str,
-        *,
-        actor: str,
-        record_id: str | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append one audit event in its own transaction."""
-        with self.write() as w:
-            w.event(scope, type, actor=actor, record_id=record_id, data=data)
 
     def events(
         self, scope: Principal, *, record_id: str | None = None, type: str | None = None

@@ -47,7 +47,6 @@ from ._errors import InvalidInputError, StoreError, UsageError
 from ._records import (
     Activation,
     Event,
-    EvidenceRef,
     LifecycleState,
     Principal,
     Record,
@@ -56,7 +55,14 @@ from ._records import (
     WriteOrigin,
 )
 from ._redaction import Redactor
-from ._store import _RECORD_COLUMNS, _record_row, _row_to_record, iso
+from ._store import (
+    _RECORD_COLUMNS,
+    _UNTRUSTED_ORIGINS,
+    _record_row,
+    _row_to_record,
+    _SharedStoreOps,
+    iso,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,7 +74,6 @@ log = structlog.get_logger(__name__)
 
 Clock = Callable[[], datetime]
 
-_UNTRUSTED_ORIGINS = frozenset({WriteOrigin.EXTRACTION, WriteOrigin.TOOL_CALL})
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -336,7 +341,7 @@ class PostgresWriter:
         )
 
 
-class PostgresStore:
+class PostgresStore(_SharedStoreOps):
     """A store in a PostgreSQL database, shared by many processes and workers.
 
     Args:
@@ -434,18 +439,8 @@ class PostgresStore:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
     def close(self) -> None:
         self._pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -558,10 +553,6 @@ class PostgresStore:
                     f"{exc} (does this component ship a PostgreSQL schema?)"
                 ) from exc
 
-    def schema_version(self, component: str) -> int:
-        rows = self.query("SELECT version FROM retold_schema WHERE component = ?", [component])
-        return int(rows[0]["version"]) if rows else 0
-
     def _stored_key(self) -> bytes:
         with self.write() as w:
             w._conn.execute(
@@ -663,27 +654,6 @@ class PostgresStore:
         log.debug("records_written", count=len(records), tenant=scope.tenant)
         return records
 
-    def refuse_untrusted_ambient(
-        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
-    ) -> None:
-        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
-        if origin not in _UNTRUSTED_ORIGINS:
-            return
-        if not any(d.activation is Activation.AMBIENT for d in drafts):
-            return
-        self.append_event(
-            scope,
-            "record.activation_refused",
-            actor=actor,
-            data={"origin": origin.value, "requested": "ambient"},
-        )
-        log.warning("ambient_write_refused", origin=origin.value, tenant=scope.tenant)
-        raise InvalidInputError(
-            "activation",
-            f"a write from {origin.value} cannot set ambient activation; "
-            "only the audited activation policy or a reviewer can promote a record",
-        )
-
     def insert_record(
         self,
         w: PostgresWriter,
@@ -784,17 +754,6 @@ class PostgresStore:
             }
         )
 
-    def _link_conflict(
-        self, w: PostgresWriter, scope: Principal, record_id: str, other: str
-    ) -> None:
-        row = self._require(w, scope, record_id, "conflicts_with")
-        links = sorted(set(row.conflicts_with) | {other})
-        w.execute(
-            "UPDATE records SET conflicts_with = ?, updated_at = ? "
-            "WHERE tenant = ? AND principal = ? AND id = ?",
-            [json.dumps(links), iso(w.now), scope.tenant, scope.principal, record_id],
-        )
-
     def records_after(self, scope: Principal, rowid: int) -> list[dict[str, Any]]:
         """``rowid, id, text, lifecycle`` of the scope's records after ``rowid``, in order.
 
@@ -810,43 +769,6 @@ class PostgresStore:
                 "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
                 [scope.tenant, scope.principal, rowid],
             )
-
-    def get(self, scope: Principal, record_id: str) -> Record | None:
-        """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
-        return self._fetch(self, scope, record_id)
-
-    def list_records(
-        self,
-        scope: Principal,
-        *,
-        lifecycle: Sequence[LifecycleState] | None = (LifecycleState.ACTIVE,),
-        activation: Activation | None = None,
-        include_expired: bool = False,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """Records in ``scope``, newest first (ties by id); active and unexpired by default."""
-        where = ["tenant = ?", "principal = ?"]
-        params: list[Any] = [scope.tenant, scope.principal]
-        if lifecycle is not None:
-            states = [LifecycleState(s).value for s in lifecycle]
-            where.append(f"lifecycle IN ({', '.join('?' for _ in states)})")
-            params.extend(states)
-        if activation is not None:
-            where.append("activation = ?")
-            params.append(activation.value)
-        if not include_expired:
-            where.append("(expires_at IS NULL OR expires_at > ?)")
-            params.append(iso(self._clock()))
-        sql = (
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE {' AND '.join(where)} "
-            "ORDER BY COALESCE(event_time, created_at) DESC, id"
-        )
-        if limit is not None:
-            if limit < 0:
-                raise InvalidInputError("limit", "must be >= 0")
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_row_to_record(row) for row in self.query(sql, params)]
 
     def bm25_rows(
         self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
@@ -952,86 +874,6 @@ class PostgresStore:
         log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
         return deleted
 
-    def transition(
-        self,
-        scope: Principal,
-        record_id: str,
-        lifecycle: LifecycleState,
-        *,
-        actor: str,
-        reason: str = "",
-        superseded_by: str | None = None,
-    ) -> Record:
-        """Move a record to another lifecycle state; see :meth:`SQLiteStore.transition`."""
-        lifecycle = LifecycleState(lifecycle)
-        if lifecycle is LifecycleState.DELETED:
-            return self.delete(scope, record_id, actor=actor)
-        if (lifecycle is LifecycleState.SUPERSEDED) != (superseded_by is not None):
-            raise InvalidInputError(
-                "superseded_by", "is required for, and only for, the superseded state"
-            )
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is LifecycleState.DELETED:
-                raise InvalidInputError("id", f"record {record_id!r} is deleted")
-            data: dict[str, Any] = {"previous": record.lifecycle.value, "reason": reason}
-            if superseded_by is not None:
-                self._require(w, scope, superseded_by, "superseded_by")
-                data["superseded_by"] = superseded_by
-            w.execute(
-                "UPDATE records SET lifecycle = ?, superseded_by = ?, updated_at = ? "
-                "WHERE tenant = ? AND principal = ? AND id = ?",
-                [
-                    lifecycle.value,
-                    superseded_by,
-                    iso(w.now),
-                    scope.tenant,
-                    scope.principal,
-                    record_id,
-                ],
-            )
-            w.event(scope, f"record.{lifecycle.value}", actor=actor, record_id=record_id, data=data)
-            return self._require(w, scope, record_id, "id")
-
-    def set_activation(
-        self,
-        scope: Principal,
-        record_id: str,
-        activation: Activation,
-        *,
-        actor: str,
-        origin: WriteOrigin,
-        data: Mapping[str, Any] | None = None,
-    ) -> Record:
-        """Change a record's activation; only the activation policy or a reviewer may promote."""
-        activation = Activation(activation)
-        if activation is Activation.AMBIENT and origin not in (
-            WriteOrigin.ACTIVATION_POLICY,
-            WriteOrigin.REVIEWER,
-        ):
-            raise UsageError("only the activation policy or a reviewer may set ambient activation")
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.activation is not activation:
-                w.execute(
-                    "UPDATE records SET activation = ?, updated_at = ? "
-                    "WHERE tenant = ? AND principal = ? AND id = ?",
-                    [activation.value, iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                w.event(
-                    scope,
-                    "record.activation_changed",
-                    actor=actor,
-                    record_id=record_id,
-                    data={
-                        "from": record.activation.value,
-                        "to": activation.value,
-                        "origin": origin.value,
-                        **(data or {}),
-                    },
-                )
-            return self._require(w, scope, record_id, "id")
-
     # -- transcript ---------------------------------------------------------------------
 
     def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
@@ -1069,20 +911,6 @@ class PostgresStore:
             ) from exc
         return clean
 
-    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
-        rows = self.query(
-            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
-            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
-            [scope.tenant, scope.principal, *params],
-        )
-        return [TranscriptTurn.model_validate(row) for row in rows]
-
-    def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
-        turns = self._turns(
-            scope, "session_id = ? AND turn_index = ?", [ref.session_id, ref.turn_index]
-        )
-        return turns[0] if turns else None
-
     def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
         return self._turns(scope, "session_id = ?", [session_id])
 
@@ -1095,19 +923,6 @@ class PostgresStore:
         return int(rows[0]["n"])
 
     # -- events -------------------------------------------------------------------------
-
-    def append_event(
-        self,
-        scope: Principal,
-        type: str,
-        *,
-        actor: str,
-        record_id: str | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append one audit event in its own transaction."""
-        with self.write() as w:
-            w.event(scope, type, actor=actor, record_id=record_id, data=data)
 
     def events(
         self, scope: Principal, *, record_id: str | None = None, type: str | None = None
