@@ -11,9 +11,13 @@ that shares no word with the fact it needs ("How much more does the new position
   does not need a first-person or recall cue: whether a stored record is close enough to
   matter is the judge's call, on the vectors.
 * :class:`SemanticAdmissionJudge` scores each candidate by the cosine similarity between the
-  turn and the record. A candidate is ``helpful`` when that similarity clears
-  ``min_relevance`` and comes within ``margin`` of the best candidate (so an unrelated
-  record is not admitted beside the right one); ``redundant`` when the draft, the public
+  turn and the record, less the record's *hubness*: its mean similarity to a fixed
+  background of ordinary requests (:data:`BACKGROUND_REQUESTS`). A record that resembles
+  any question ("Anyway, I have to go.", "Long day.") is close to every turn and would be
+  admitted everywhere; the correction keeps what is close to *this* turn. A candidate is
+  ``helpful`` when its score clears ``min_relevance`` and comes within ``margin`` of the
+  best candidate (so an unrelated record is not admitted beside the right one);
+  ``redundant`` when the draft, the public
   context or the ambient profile already says it; ``stale_or_conflicting`` when the store
   links it to a conflicting record. Staleness comes only from the store: a superseded
   record is not live, so it never reaches the judge; no cue word in the session marks
@@ -36,6 +40,8 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
+import numpy as np
+
 from retold._errors import UsageError
 from retold._policies import (
     AdmissionDecision,
@@ -51,10 +57,12 @@ from retold._typing import Embedder
 from .lexical import content_terms, personal_turn
 
 __all__ = [
+    "BACKGROUND_REQUESTS",
     "CachedEmbedder",
     "SemanticAdmissionJudge",
     "SemanticGapPlanner",
     "cosine",
+    "relevance_scores",
     "shared_embedder",
 ]
 
@@ -77,6 +85,45 @@ _SMALL_TALK = re.compile(
 
 
 _DIGITS = 4
+
+#: The background the judge measures a record's hubness against: ordinary requests an
+#: assistant gets from anybody, across everyday domains, that need nobody's memory. Written
+#: as a general sample of assistant traffic, not from any scenario; what matters is their
+#: spread, not any one of them.
+BACKGROUND_REQUESTS: tuple[str, ...] = (
+    "What's the capital of France?",
+    "How do I boil an egg?",
+    "Explain how photosynthesis works.",
+    "Can you recommend a good book?",
+    "What time is it in Tokyo right now?",
+    "Write a short poem about the sea.",
+    "How do I fix a slow laptop?",
+    "What is the difference between a virus and bacteria?",
+    "Give me some tips for a job interview.",
+    "How does a mortgage work?",
+    "Translate 'good morning' into German.",
+    "What should I cook for dinner tonight?",
+    "How far away is the moon?",
+    "Summarise the plot of Hamlet.",
+    "How do I start running?",
+    "What are good exercises for back pain?",
+    "How can I make my code run faster?",
+    "What's a good gift for a friend?",
+    "Tell me a joke.",
+    "How does inflation affect savings?",
+    "Who painted the Mona Lisa?",
+    "What's the best way to learn a new language?",
+    "How many calories are in a banana?",
+    "Write an email asking for a day off.",
+    "What is a black hole?",
+    "How do I change a flat tyre?",
+    "Can you help me plan a weekend trip?",
+    "What's the weather usually like in spring?",
+    "Explain the rules of chess.",
+    "How do vaccines work?",
+    "What are some healthy breakfast ideas?",
+    "How do I improve my sleep?",
+)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -173,6 +220,33 @@ class SemanticGapPlanner:
         return GapDecision(gaps=(gap,), policy=self.policy_id)
 
 
+def relevance_scores(
+    turn: Sequence[float],
+    records: Sequence[Sequence[float]],
+    background: Sequence[Sequence[float]],
+    *,
+    hub_weight: float,
+) -> list[float]:
+    """The judge's score of each record for ``turn``: cosine less weighted hubness.
+
+    ``hubness`` is a record's mean cosine to the ``background`` vectors (0 without any).
+    Scores are rounded to 6 decimals so that they do not depend on the BLAS kernel.
+    """
+    if not records:
+        return []
+    rec = _unit(np.asarray(records, dtype=np.float64))
+    out = rec @ _unit(np.asarray([turn], dtype=np.float64))[0]
+    if len(background) and hub_weight:
+        hub = (rec @ _unit(np.asarray(background, dtype=np.float64)).T).mean(axis=1)
+        out = out - hub_weight * hub
+    return [round(float(x), 6) for x in out]
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1.0, norms)
+
+
 def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
@@ -197,8 +271,11 @@ class SemanticAdmissionJudge:
 
     Args:
         embedder: the sentence embedder (the bundle's shared MiniLM).
-        min_relevance: cosine(turn, record) a candidate of a personal turn needs.
+        min_relevance: the score (cosine(turn, record) less ``hub_weight`` times the
+            record's hubness) a candidate of a personal turn needs.
         min_relevance_impersonal: the same for a turn with no personal cue.
+        hub_weight: how much of a record's mean similarity to :data:`BACKGROUND_REQUESTS`
+            is taken off its score (0 turns the correction off).
         margin: a helpful candidate must score within this of the best one.
         redundant_at: cosine(record, a sentence of draft/context/profile) at which the
             record is already said.
@@ -213,9 +290,10 @@ class SemanticAdmissionJudge:
         self,
         embedder: Embedder,
         *,
-        min_relevance: float = 0.2,
-        min_relevance_impersonal: float = 0.5,
-        margin: float = 0.05,
+        min_relevance: float = 0.125,
+        min_relevance_impersonal: float = 0.45,
+        margin: float = 0.02,
+        hub_weight: float = 1.5,
         redundant_at: float = 0.92,
         same_thing: float = 0.8,
         max_admitted: int = 3,
@@ -224,6 +302,7 @@ class SemanticAdmissionJudge:
         self.min_relevance = min_relevance
         self.min_relevance_impersonal = min_relevance_impersonal
         self.margin = margin
+        self.hub_weight = hub_weight
         self.redundant_at = redundant_at
         self.same_thing = same_thing
         self.max_admitted = max_admitted
@@ -253,13 +332,20 @@ class SemanticAdmissionJudge:
             for p in _pieces("\n".join([echo_free, public_context or "", ambient_profile.text]))
             if p not in turn
         ]
-        texts = [turn, *(r.text for r in usable), *known]
+        background = BACKGROUND_REQUESTS if self.hub_weight else ()
+        texts = [turn, *(r.text for r in usable), *known, *background]
         vectors = await self.embedder.embed(texts)
         turn_vec = vectors[0]
         rec_vecs = {r.id: vectors[1 + i] for i, r in enumerate(usable)}
-        known_vecs = vectors[1 + len(usable) :]
+        known_vecs = vectors[1 + len(usable) : 1 + len(usable) + len(known)]
         known_terms = set(content_terms(" ".join(known)))
-        relevance = {r.id: cosine(turn_vec, rec_vecs[r.id]) for r in usable}
+        scores = relevance_scores(
+            turn_vec,
+            [rec_vecs[r.id] for r in usable],
+            vectors[len(vectors) - len(background) :] if background else [],
+            hub_weight=self.hub_weight,
+        )
+        relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
         best = max(relevance.values(), default=0.0)
         floor = self.min_relevance if personal_turn(turn) else self.min_relevance_impersonal
         helpful: list[Record] = []
