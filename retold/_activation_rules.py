@@ -1,7 +1,8 @@
 """Deterministic text rules of activation: sentences, negation, hypotheticals, the claim match.
 
 The matching rule of step 2 (:func:`find_supporting_claim`) is lexical and deterministic:
-the turn is split into sentences; a sentence is skipped when it is a question (unless it is
+the turn is split into sentences (a claim may span up to three consecutive ones, all of which
+must qualify; the shortest span wins); a sentence is skipped when it is a question (unless it is
 a standing request such as "can you always ...?" or "could you ... from now on?"),
 hypothetical ("if", "suppose", "imagine", ...; idioms such as "if needed" do not count),
 about a third party (third-person pronouns other than "I find them ...", or a subject
@@ -257,6 +258,10 @@ def relay_flags(turn_text: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+#: The most consecutive sentences one claim may span.
+_MAX_CLAIM_SENTENCES = 3
+
+
 def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None:
     """The first sentence of ``turn_text`` that states ``record_text`` directly, or None.
 
@@ -269,17 +274,23 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
         return None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
-    for index, sentence in enumerate(_sentences(own_words(turn_text))):
-        words = _words(sentence)
-        if _disqualified(sentence, words) is not None:
-            continue
-        if _negated(words) != record_negated:
-            continue
-        matched = len(wanted & {_stem(w) for w in words})
-        if matched >= need and matched / len(wanted) >= 0.6:
-            return ClaimMatch(
-                sentence_index=index, sentence=sentence, matched=matched, of=len(wanted)
-            )
+    sentences = _sentences(own_words(turn_text))
+    usable = [_disqualified(s, _words(s)) is None for s in sentences]
+    # A record may span consecutive sentences of the turn ("use metric units, always; I never
+    # know what a foot is"): the shortest run of usable sentences that states it is the claim.
+    for span in range(1, _MAX_CLAIM_SENTENCES + 1):
+        for index in range(len(sentences) - span + 1):
+            if not all(usable[index : index + span]):
+                continue
+            sentence = " ".join(sentences[index : index + span])
+            words = _words(sentence)
+            if _negated(words) != record_negated:
+                continue
+            matched = len(wanted & {_stem(w) for w in words})
+            if matched >= need and matched / len(wanted) >= 0.6:
+                return ClaimMatch(
+                    sentence_index=index, sentence=sentence, matched=matched, of=len(wanted)
+                )
     return None
 
 
