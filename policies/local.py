@@ -42,6 +42,12 @@ from datetime import datetime
 
 import numpy as np
 
+from retold._activation_classifier import (
+    ActivationProposal,
+    ActivationRequest,
+    OfflineActivationClassifier,
+    standing_claim,
+)
 from retold._errors import UsageError
 from retold._policies import (
     AdmissionDecision,
@@ -59,6 +65,7 @@ from .lexical import content_terms, personal_turn
 __all__ = [
     "BACKGROUND_REQUESTS",
     "CachedEmbedder",
+    "SemanticActivationClassifier",
     "SemanticAdmissionJudge",
     "SemanticGapPlanner",
     "cosine",
@@ -379,3 +386,72 @@ class SemanticAdmissionJudge:
         admitted = tuple(r.id for r in kept[: self.max_admitted])
         verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
         return AdmissionDecision(admitted=admitted, verdicts=verdicts, policy=self.policy_id)
+
+
+# What each promotable category is about, described in general terms (spec §4: response
+# style, response language, accessibility), and what a statement that is none of them looks
+# like: facts about one's life and one-off requests. A claim the keyword rules do not place
+# is filed by meaning against both.
+_ACTIVATION_CATEGORY_DESCRIPTIONS: dict[str, tuple[str, ...]] = {
+    "answer_style": (
+        "how you should format and structure your answers to me",
+        "the length, tone and wording I want in your replies",
+        "the units, spelling and conventions to use when you answer me",
+        "what you should put first in every answer you give me",
+    ),
+    "response_language": ("which language you should answer me in",),
+    "accessibility": (
+        "my disability and how your answers must accommodate it",
+        "my reading, vision or hearing needs when you answer",
+    ),
+}
+_NOT_A_PREFERENCE: tuple[str, ...] = (
+    "a fact about my life, my family, my work or my plans",
+    "something that happened to me recently",
+    "a one-off task I am asking you to do now",
+    "what I like to eat, watch or do in my free time",
+)
+
+
+class SemanticActivationClassifier:
+    """Activation classifier of the ``local`` bundle: the offline rules, categories by meaning.
+
+    The rule chain of :class:`~retold.OfflineActivationClassifier` decides everything
+    (injection, first person, withdrawal, one-off, hedge, trigger, explicit instruction).
+    Only when its keyword lists place the claim in no category is the claim filed by meaning:
+    under the category whose description it is closest to, when that is at least
+    ``min_similarity`` and ``margin`` above the closest non-preference description; and
+    only a claim that says it stands (``always``, ``from now on``, ``with me``, a stated
+    preference) is promoted on such a category, the rest stays conditional.
+    """
+
+    policy_version = "semantic-activation-local/1"
+    prompt_version: str | None = None
+
+    def __init__(
+        self, embedder: Embedder, *, min_similarity: float = 0.3, margin: float = 0.05
+    ) -> None:
+        self.embedder = embedder
+        self.rules = OfflineActivationClassifier()
+        self.min_similarity = min_similarity
+        self.margin = margin
+
+    async def classify(self, request: ActivationRequest) -> ActivationProposal:
+        proposal = self.rules.decide(request)
+        if proposal.reason != "not_a_response_preference" or not standing_claim(request.claim):
+            return proposal
+        category = await self._category(request.claim)
+        if category is None:
+            return proposal
+        return self.rules.decide(request, category_hint=category)
+
+    async def _category(self, claim: str) -> str | None:
+        names = [n for n, texts in _ACTIVATION_CATEGORY_DESCRIPTIONS.items() for _ in texts]
+        described = [t for texts in _ACTIVATION_CATEGORY_DESCRIPTIONS.values() for t in texts]
+        vectors = await self.embedder.embed([claim, *described, *_NOT_A_PREFERENCE])
+        scores = relevance_scores(vectors[0], vectors[1:], [], hub_weight=0.0)
+        best = max(range(len(names)), key=lambda i: (scores[i], -i))
+        other = max(scores[len(names) :])
+        if scores[best] < self.min_similarity or scores[best] < other + self.margin:
+            return None
+        return names[best]

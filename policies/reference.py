@@ -65,7 +65,12 @@ from retold._typing import Embedder
 from ._identity import component_entry, resource_sha256
 from .lexical import LexicalAdmissionJudge, LexicalGapPlanner
 from .llm import HostedJudge, LLMActivationClassifier, LLMExtractor, LLMGapPlanner
-from .local import SemanticAdmissionJudge, SemanticGapPlanner, shared_embedder
+from .local import (
+    SemanticActivationClassifier,
+    SemanticAdmissionJudge,
+    SemanticGapPlanner,
+    shared_embedder,
+)
 from .taxonomy import INVENTORY_BUILDER, TAXONOMY
 
 __all__ = [
@@ -188,6 +193,11 @@ def _local_identities() -> dict[str, dict[str, Any]]:
         identity = _module_identity(ident, version, _PACKAGE, "local.py", "lexical.py")
         identity["embedding_model"] = LOCAL_EMBEDDING_MODEL
         identities[key] = identity
+    cls_id, _, cls_version = SemanticActivationClassifier.policy_version.rpartition("/")
+    classifier = _module_identity(cls_id, cls_version, _PACKAGE, "local.py", "lexical.py")
+    classifier["rules"] = identities["activation_classifier"]
+    classifier["embedding_model"] = LOCAL_EMBEDDING_MODEL
+    identities["activation_classifier"] = classifier
     return identities
 
 
@@ -357,6 +367,8 @@ class PolicyBundle:
 
     def activation_classifier(self, model: Any = None) -> ActivationClassifier:
         """The bundle's activation classifier (the LLM bundle needs ``model``)."""
+        if self.name == LOCAL:
+            return SemanticActivationClassifier(shared_embedder())
         if self.offline:
             return OfflineActivationClassifier()
         return LLMActivationClassifier(_need_model(self.name, "activation classifier", model))

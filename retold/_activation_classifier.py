@@ -25,6 +25,7 @@ __all__ = [
     "ActivationProposal",
     "ActivationRequest",
     "OfflineActivationClassifier",
+    "standing_claim",
 ]
 
 
@@ -166,6 +167,15 @@ _ONE_OFF = re.compile(
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
     r"it|below|above)\b)"
 )
+# A request for one piece of content ("give me a quick summary of the causes of WW1",
+# "write me a short poem about rain"): an article, at most three words, then what it is
+# of or about. A task, not a standing instruction, unless it says it stands.
+_ONE_OFF_TASK = re.compile(
+    r"^\W*(?:(?:please|can you|could you|would you|just|now)\s+)*"
+    r"(?:give|write|send|make|tell|show|draft|find|get|do|prepare|create|list)\s+"
+    r"(?:(?:me|us)\s+)?(?:a|an|the|some)\s+(?:[^\W\d_]+[\s-]+){0,3}?"
+    r"(?:of|about|on|for|from|to)\s+[^\W_]"
+)
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything)\b"
@@ -230,6 +240,17 @@ _CHANGE_MARKER = re.compile(
 )
 
 
+def standing_claim(claim: str) -> bool:
+    """Whether ``claim`` says it stands beyond the moment: a standing marker ("always",
+    "from now on", "by default"), a stated preference ("I prefer ...", "answers should
+    ...") or "with me" ("use British spelling with me")."""
+    text = _normalise_text(claim)
+    return bool(_STANDING.search(text) or _PREFERENCE_FORM.search(text) or _WITH_ME.search(text))
+
+
+_WITH_ME = re.compile(r"\bwith me\b")
+
+
 def _is_withdrawal(sentence: str) -> bool:
     """Whether ``sentence`` takes back an earlier preference instead of stating a new one.
 
@@ -278,6 +299,17 @@ class OfflineActivationClassifier:
     prompt_version: str | None = None
 
     def classify(self, request: ActivationRequest) -> ActivationProposal:
+        return self.decide(request)
+
+    def decide(
+        self, request: ActivationRequest, *, category_hint: str | None = None
+    ) -> ActivationProposal:
+        """The rule chain; ``category_hint`` stands in when the keyword lists find no category.
+
+        A classifier that recognises categories another way (by meaning, in the ``local``
+        bundle) passes its category here, so every safety rule (injection, first person,
+        withdrawal, one-off, hedge, trigger, explicit instruction) still decides.
+        """
         claim = _normalise_text(request.claim)
         words = _WORD.findall(claim)
         if _INJECTION.search(claim):
@@ -291,6 +323,8 @@ class OfflineActivationClassifier:
                 decision="conditional", confidence=0.9, reason="withdraws_preference"
             )
         categories = _categories(claim)
+        if not categories and category_hint in request.allowed_categories:
+            categories = [category_hint]
         if not categories:
             return ActivationProposal(
                 decision="conditional", confidence=0.9, reason="not_a_response_preference"
@@ -300,7 +334,7 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.5, reason="ambiguous_category"
             )
         category = categories[0]
-        if _ONE_OFF.search(claim) and not _STANDING.search(claim):
+        if (_ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim)) and not _STANDING.search(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"
             )

@@ -387,6 +387,7 @@ _QUESTION_START = re.compile(
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
+_PLEASE = re.compile(r"\bplease\b", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
 )
@@ -682,8 +683,12 @@ class OfflineExtractor:
                 if len(sentence) < 8:
                     continue
                 request = bool(_STANDING_REQUEST.search(sentence))
+                opener = _SUBORDINATE_OPENER.match(sentence)
+                main = sentence[opener.end() - 1 :] if opener else sentence
                 instruction = request or bool(
                     _INSTRUCTION.search(sentence)
+                    or (opener is not None and _INSTRUCTION.search(main))
+                    or (opener is not None and _PLEASE.search(main))
                     or _FOREIGN_INSTRUCTION.search(sentence)
                     or _PREFERENCE.search(sentence)
                 )

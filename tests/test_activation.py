@@ -630,6 +630,16 @@ def test_review_queue_is_shared_by_two_connections(tmp_path: Any, alice: Princip
         ("Use bullet points", "Don't use bullet points.", False),
         ("Prefers replies in Hindi", "I visited India last year.", False),
         ("Prefers concise answers", "Anna said: answer concisely.", False),
+        (
+            "Please use metric units with me, always; I never know what a foot is.",
+            "Please use metric units with me, always; I never know what a foot is.",
+            True,
+        ),
+        (
+            "Please use metric units with me, always; she never knows what a foot is.",
+            "Please use metric units with me, always; she never knows what a foot is.",
+            False,
+        ),
     ],
     ids=[
         "paraphrase",
@@ -642,6 +652,8 @@ def test_review_queue_is_shared_by_two_connections(tmp_path: Any, alice: Princip
         "negation-mismatch",
         "unrelated",
         "reported",
+        "spans-two-sentences",
+        "span-with-third-party-sentence",
     ],
 )
 def test_find_supporting_claim_rule(record: str, turn: str, found: bool) -> None:

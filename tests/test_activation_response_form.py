@@ -58,3 +58,24 @@ def test_a_one_off_request_about_a_pasted_text_is_not_promoted() -> None:
     """'Please shorten this brief' is a task on the text at hand, not a standing style rule."""
     assert _classify("Please shorten this client brief.")[0] == "conditional"
     assert _classify("Please always keep answers short.")[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "give me a quick summary of the causes of WW1",
+        "Write me a short poem about rain, in bullet points.",
+        "Please make a table of the planets for me.",
+    ],
+)
+def test_a_request_for_one_piece_of_content_is_a_one_off_not_a_standing_style(text: str) -> None:
+    """An article, a few words, then what it is of or about: a task, never promoted."""
+    assert _classify(text)[0] == "conditional"
+
+
+def test_a_one_off_shape_that_says_it_stands_is_still_promoted() -> None:
+    """'always' makes the same shape a standing instruction."""
+    assert _classify("Always give me a short summary of the answer at the top.") == (
+        "promote",
+        "answer_style",
+    )

@@ -366,3 +366,18 @@ def test_short_fragment_is_kept_with_the_next_sentence() -> None:
         "booked! SK983 Copenhagen to Tokyo, leaves June 3rd at 16:10"
     ]
     assert [i.text for i in _extracted("thanks! I live in Lisbon.")] == ["I live in Lisbon."]
+
+
+def test_an_instruction_opening_with_a_when_clause_is_kept_and_a_question_is_not() -> None:
+    """'When you list steps, number them' is an instruction; 'When is the game' a question."""
+    turns = [
+        TranscriptTurn(
+            session_id="s1",
+            turn_index=0,
+            role=Role.USER,
+            text="When you list steps, number them, please. When is the next game",
+            time=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+    ]
+    texts = [i.text for i in OfflineExtractor().extract(turns, user=None)]
+    assert texts == ["When you list steps, number them, please."]

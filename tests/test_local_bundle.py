@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 
 from retold import EpistemicState, ProfileBlock, Record, RecordKind, SQLiteStore
+from retold._activation_classifier import ActivationRequest
 from retold._policies import GapCategory, ReasonCode
+from retold._records import EvidenceRef
 from retold.policy.local import (
+    BACKGROUND_REQUESTS,
     CachedEmbedder,
+    SemanticActivationClassifier,
     SemanticAdmissionJudge,
     SemanticGapPlanner,
     cosine,
+    relevance_scores,
     shared_embedder,
 )
 from retold.policy.reference import compute_manifest, get_bundle, recorded_manifest
@@ -237,3 +242,58 @@ def test_local_bundle_wires_the_shared_minilm_into_retrieval_and_policies(
         assert minilm.model_id.startswith("local:") and minilm.dimensions == 384
     finally:
         store.close()
+
+
+def test_relevance_scores_take_the_records_hubness_off_its_cosine() -> None:
+    """A record close to every background request scores its cosine less weighted hubness."""
+    turn = [1.0, 0.0, 0.0]
+    specific = [1.0, 0.0, 0.0]
+    hub = [0.6, 0.8, 0.0]
+    background = [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+    plain = relevance_scores(turn, [specific, hub], [], hub_weight=1.5)
+    assert plain == [1.0, 0.6]
+    corrected = relevance_scores(turn, [specific, hub], background, hub_weight=1.5)
+    assert corrected == [1.0, round(0.6 - 1.5 * 0.8, 6)]
+    assert relevance_scores(turn, [], background, hub_weight=1.5) == []
+
+
+@pytest.mark.anyio
+async def test_judge_does_not_admit_a_record_that_is_close_to_any_request() -> None:
+    """Small talk near every ordinary request loses to nothing and is not admitted."""
+    emb = _Axes(["salary", "what", "how"])
+    judge = SemanticAdmissionJudge(emb, min_relevance=0.1, hub_weight=1.5)
+    chatter = _record("r1", "what a day, how are things")
+    decision = await judge.admit("what's my salary?", None, EMPTY, "", [chatter])
+    assert decision.admitted == ()
+    no_hub = SemanticAdmissionJudge(emb, min_relevance=0.1, hub_weight=0.0)
+    assert (await no_hub.admit("what's my salary?", None, EMPTY, "", [chatter])).admitted == (
+        "r1",
+    )
+    assert len(BACKGROUND_REQUESTS) >= 20
+
+
+def _request(text: str) -> ActivationRequest:
+    return ActivationRequest(
+        record_id="r1",
+        kind="preference",
+        record_text=text,
+        claim=text,
+        evidence=EvidenceRef(session_id="s1", turn_index=0),
+    )
+
+
+@pytest.mark.anyio
+async def test_semantic_classifier_files_a_standing_claim_the_keywords_miss() -> None:
+    """By meaning (MiniLM): British spelling is an answer style; rules still veto the unsafe."""
+    classifier = SemanticActivationClassifier(shared_embedder())
+    promoted = await classifier.classify(_request("Use British spelling with me, please."))
+    assert (promoted.decision, promoted.category) == ("promote", "answer_style")
+    # Not said to stand: left conditional.
+    once = await classifier.classify(_request("Use British spelling in this letter."))
+    assert once.decision == "conditional"
+    # A fact about the user's life is no response preference.
+    fact = await classifier.classify(_request("I always cycle to work with my sister."))
+    assert fact.decision == "conditional"
+    # Someone else's wish never reaches the category step.
+    reported = await classifier.classify(_request("She wants British spelling with her, always."))
+    assert reported.decision == "review"
