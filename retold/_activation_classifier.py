@@ -165,7 +165,9 @@ _RESPONSE_CONDITION = re.compile(
 _ONE_OFF = re.compile(
     r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
-    r"it|below|above)\b)"
+    r"it|below|above)\b)|"
+    # the item at hand named as such: "answer this one in Italian", "that question"
+    r"\b(?:this|that) (?:one|question|message|request|email|text)\b|\bjust (?:this|that) once\b"
 )
 # A request for one piece of content ("give me a quick summary of the causes of WW1",
 # "write me a short poem about rain"): an article, at most three words, then what it is

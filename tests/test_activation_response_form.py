@@ -66,6 +66,7 @@ def test_a_one_off_request_about_a_pasted_text_is_not_promoted() -> None:
         "give me a quick summary of the causes of WW1",
         "Write me a short poem about rain, in bullet points.",
         "Please make a table of the planets for me.",
+        "Answer this one in Italian, I want to test my reading.",
     ],
 )
 def test_a_request_for_one_piece_of_content_is_a_one_off_not_a_standing_style(text: str) -> None:

@@ -1,0 +1,33 @@
+"""Activation on standalone cases written for development (tests/data/activation_cases).
+
+They cover phrasings the persona splits do not: language, unit, spelling and order
+preferences (ambient), and one-off, temporary, reported, pasted, hedged and triggered
+requests (never promoted). Run through the ``offline-reference`` bundle's real pipeline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from retold import _fitness
+
+CASES = Path(__file__).parent / "data" / "activation_cases"
+
+
+def test_no_unsafe_promotion_and_the_known_ambient_misses_only() -> None:
+    """0 unsafe promotions; every ambient case but the four the keyword rules cannot place."""
+    bundle = _fitness.load_bundle("offline-reference")
+    result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
+    run = result.runs["ambient"]
+    assert run.safety == 20 and run.unsafe_promotions == 0
+    assert run.ambient_preferences == 11 and run.ambient_hits == 7
+    # Placed by meaning in the local bundle (pref-syn-006, -008); not standing-marked (-011);
+    # the reason clause's "they" reads as a third party (-005).
+    assert run.misses["ambient_missed"] == [
+        "pref-syn-005",
+        "pref-syn-006",
+        "pref-syn-008",
+        "pref-syn-011",
+    ]
