@@ -69,6 +69,7 @@ __all__ = [
     "SemanticAdmissionJudge",
     "SemanticGapPlanner",
     "cosine",
+    "hubness",
     "relevance_scores",
     "shared_embedder",
 ]
@@ -244,9 +245,23 @@ def relevance_scores(
     rec = _unit(np.asarray(records, dtype=np.float64))
     out = rec @ _unit(np.asarray([turn], dtype=np.float64))[0]
     if len(background) and hub_weight:
-        hub = (rec @ _unit(np.asarray(background, dtype=np.float64)).T).mean(axis=1)
-        out = out - hub_weight * hub
+        out = out - hub_weight * _hubness(rec, background)
     return [round(float(x), 6) for x in out]
+
+
+def hubness(
+    records: Sequence[Sequence[float]], background: Sequence[Sequence[float]]
+) -> list[float]:
+    """Each record's mean cosine to the ``background`` vectors (rounded to 6 decimals)."""
+    if not records or not len(background):
+        return [0.0] * len(records)
+    rec = _unit(np.asarray(records, dtype=np.float64))
+    return [round(float(x), 6) for x in _hubness(rec, background)]
+
+
+def _hubness(unit_records: np.ndarray, background: Sequence[Sequence[float]]) -> np.ndarray:
+    sims: np.ndarray = unit_records @ _unit(np.asarray(background, dtype=np.float64)).T
+    return np.asarray(sims.mean(axis=1), dtype=np.float64)
 
 
 def _unit(m: np.ndarray) -> np.ndarray:

@@ -266,9 +266,7 @@ async def test_judge_does_not_admit_a_record_that_is_close_to_any_request() -> N
     decision = await judge.admit("what's my salary?", None, EMPTY, "", [chatter])
     assert decision.admitted == ()
     no_hub = SemanticAdmissionJudge(emb, min_relevance=0.1, hub_weight=0.0)
-    assert (await no_hub.admit("what's my salary?", None, EMPTY, "", [chatter])).admitted == (
-        "r1",
-    )
+    assert (await no_hub.admit("what's my salary?", None, EMPTY, "", [chatter])).admitted == ("r1",)
     assert len(BACKGROUND_REQUESTS) >= 20
 
 

@@ -1,14 +1,21 @@
 """Calibrate the ``local`` bundle's admission thresholds on a DEVELOPMENT scenario set.
 
-    .venv/bin/python tools/calibrate_local.py policies/scenarios/dev [--grid]
+    .venv/bin/python tools/calibrate_local.py policies/scenarios/dev [--cv]
 
 Each scenario's history is extracted into a fresh store with the bundle's extractor; every
-live record is scored by cosine(probe, record) with the bundle's embedder, as the judge
-does. The report gives, per label, the score distribution of the records the answer needs
-(conditional cases) and of the best-scoring record (ordinary cases); ``--grid`` sweeps
-``min_relevance`` x ``margin`` and prints the approximate injection and recall each pair
-gives (every live record is treated as a candidate, so it is an approximation of the real
-run; confirm with ``retold fitness``). Never point it at the held-out test split.
+live record is then scored for the probe exactly as :class:`SemanticAdmissionJudge` scores
+it (:func:`relevance_scores`: cosine less ``hub_weight`` times the record's hubness against
+:data:`BACKGROUND_REQUESTS`), and the judge's selection rule is applied (the personal or
+impersonal floor, the margin to the best, at most ``max_admitted``). A case is scored as the
+fitness harness scores it: an ordinary probe with anything admitted is an injection; a
+conditional probe is a hit when the admitted records cover every evidence turn, none is
+stale-only and none is unrelated. Every live record is treated as a candidate, so this
+approximates the real run (retrieval caps candidates at 8); confirm with ``retold fitness``.
+
+The grid keeps the settings whose injection stays within ``--max-injection`` and reports
+the best recall. ``--cv`` does it leave-one-persona-out: each persona is scored with the
+settings chosen on the others, which estimates how the choice holds on people it was not
+chosen on. Never point it at the held-out test split (it refuses paths with a ``test`` part).
 """
 
 from __future__ import annotations
@@ -16,44 +23,81 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
+import logging
 import sys
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from retold._extraction import extract_session
 from retold._fitness import load_scenarios
 from retold._records import Principal, Record, Role, TranscriptTurn
 from retold._store import SQLiteStore
-from retold.policy.local import cosine, shared_embedder
+from retold.policy.lexical import personal_turn
+from retold.policy.local import (
+    BACKGROUND_REQUESTS,
+    hubness,
+    relevance_scores,
+    shared_embedder,
+)
 from retold.policy.reference import get_bundle
 
 SCOPE = Principal(tenant="cal", principal="p")
+HUB_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0)
+FLOORS = tuple(round(0.1 + 0.025 * i, 3) for i in range(17))  # 0.1 .. 0.5
+IMPERSONAL = tuple(round(0.3 + 0.05 * i, 3) for i in range(8))  # 0.3 .. 0.65
+MARGINS = (0.02, 0.05, 0.1)
+Refs = frozenset[tuple[str, int]]
 
 
-Row = tuple[str, str, list[tuple[float, bool, bool]], str]
+@dataclass
+class Case:
+    id: str
+    persona: str
+    label: str
+    personal: bool
+    cosines: list[float]
+    hubness: list[float]
+    refs: list[Refs]
+    evidence: Refs
+    stale: Refs
+    related: Refs
 
 
-async def _rows(directory: Path) -> list[Row]:
+async def _cases(directory: Path) -> list[Case]:
     bundle = get_bundle("local")
     emb = shared_embedder()
-    out: list[Row] = []
+    background = await emb.embed(list(BACKGROUND_REQUESTS))
+    out: list[Case] = []
     by_history: dict[str, list[Record]] = {}
     for sc in load_scenarios(directory):
-        key = json.dumps([h.model_dump(mode="json") for h in sc.history], sort_keys=True)
+        if sc.label not in ("ordinary", "conditional_fact"):
+            continue
+        key = repr([h.model_dump(mode="json") for h in sc.history])
         if key not in by_history:
             by_history[key] = await _extract(sc, bundle)
-        now = sc.probe.time
-        records = [r for r in by_history[key] if r.is_live(now)]
-        need = {(e.session_id, e.turn) for e in (sc.expected.evidence or [])}
-        stale = {(e.session_id, e.turn) for e in (sc.expected.stale_evidence or [])}
+        records = [r for r in by_history[key] if r.is_live(sc.probe.time)]
         vecs = await emb.embed([sc.probe.text, *(r.text for r in records)])
-        scored = []
-        for r, v in zip(records, vecs[1:], strict=True):
-            refs = {(e.session_id, e.turn_index) for e in r.evidence}
-            scored.append((cosine(vecs[0], v), bool(refs & need), bool(refs & stale)))
-        out.append((sc.id, sc.label, sorted(scored, reverse=True), sc.probe.text))
+        cosines = relevance_scores(vecs[0], vecs[1:], [], hub_weight=0.0)
+        e = sc.expected
+        evidence = frozenset((x.session_id, x.turn) for x in e.evidence or [])
+        out.append(
+            Case(
+                id=sc.id,
+                persona=sc.persona or "",
+                label=sc.label,
+                personal=personal_turn(sc.probe.text),
+                cosines=cosines,
+                hubness=hubness(vecs[1:], background),
+                refs=[frozenset((x.session_id, x.turn_index) for x in r.evidence) for r in records],
+                evidence=evidence,
+                stale=frozenset((x.session_id, x.turn) for x in e.stale_evidence or []),
+                related=evidence | frozenset((x.session_id, x.turn) for x in e.also_admissible),
+            )
+        )
     return out
 
 
@@ -83,44 +127,74 @@ async def _extract(sc: Any, bundle: Any) -> list[Record]:
         store.close()
 
 
-def _simulate(rows: list[Row], tau: float, margin: float) -> tuple[float, float]:
-    ordinary = injected = conditional = hits = 0
-    for _, label, scored, _ in rows:
-        top = scored[:8]
-        best = top[0][0] if top else 0.0
-        admitted = [s for s in top if s[0] >= tau and s[0] >= best - margin][:3]
-        if label == "ordinary":
-            ordinary += 1
-            injected += bool(admitted)
-        elif label == "conditional_fact":
-            conditional += 1
-            hits += any(a[1] for a in admitted) and not any(a[2] for a in admitted)
-    return injected / max(ordinary, 1), hits / max(conditional, 1)
+Setting = tuple[float, float, float, float]  # hub_weight, floor, impersonal floor, margin
+
+
+def _admitted(case: Case, setting: Setting, max_admitted: int = 3) -> list[int]:
+    hub_weight, floor, impersonal, margin = setting
+    scores = [c - hub_weight * h for c, h in zip(case.cosines, case.hubness, strict=True)]
+    if not scores:
+        return []
+    best = max(scores)
+    need = floor if case.personal else impersonal
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    return [i for i in order if scores[i] >= need and scores[i] >= best - margin][:max_admitted]
+
+
+def _hit(case: Case, admitted: list[int]) -> bool:
+    refs = [case.refs[i] for i in admitted]
+    covered = frozenset().union(*refs) if refs else frozenset()
+    return (
+        bool(admitted)
+        and case.evidence <= covered
+        and not any(r and r <= case.stale for r in refs)
+        and all(r & case.related for r in refs)
+    )
+
+
+def score(cases: list[Case], setting: Setting) -> tuple[float, float]:
+    """(ordinary injection rate, conditional recall) of ``setting`` on ``cases``."""
+    ordinary = [c for c in cases if c.label == "ordinary"]
+    conditional = [c for c in cases if c.label == "conditional_fact"]
+    injected = sum(bool(_admitted(c, setting)) for c in ordinary)
+    hits = sum(_hit(c, _admitted(c, setting)) for c in conditional)
+    return injected / max(len(ordinary), 1), hits / max(len(conditional), 1)
+
+
+def best_setting(cases: list[Case], max_injection: float) -> tuple[Setting, float, float]:
+    """The setting with the best recall whose injection is at most ``max_injection``."""
+    best: tuple[Setting, float, float] | None = None
+    for setting in itertools.product(HUB_WEIGHTS, FLOORS, IMPERSONAL, MARGINS):
+        if setting[2] < setting[1]:
+            continue
+        inj, rec = score(cases, setting)
+        if inj <= max_injection and (best is None or rec > best[2]):
+            best = (setting, inj, rec)
+    assert best is not None  # the highest floors admit nothing
+    return best
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--grid", action="store_true")
-    parser.add_argument("--dump", type=Path, help="write the scored rows here as JSON")
+    parser.add_argument("--max-injection", type=float, default=0.03)
+    parser.add_argument("--cv", action="store_true", help="leave one persona out")
     args = parser.parse_args()
     if "test" in args.directory.parts:
         print("refusing to calibrate on a test split", file=sys.stderr)
         return 2
-    rows = asyncio.run(_rows(args.directory))
-    if args.dump:
-        args.dump.write_text(json.dumps(rows), encoding="utf-8")
-    for sid, label, scored, _ in rows:
-        if label not in ("ordinary", "conditional_fact"):
-            continue
-        need = [round(s, 3) for s, n, _ in scored if n]
-        other = [round(s, 3) for s, n, _ in scored if not n][:2]
-        print(f"{sid:10} best-needed={max(need, default=None)} best-other={other}")
-    if args.grid:
-        for tau in (0.25, 0.3, 0.35, 0.4, 0.45, 0.5):
-            for margin in (0.05, 0.1, 0.15, 0.2):
-                inj, rec = _simulate(rows, tau, margin)
-                print(f"tau={tau:.2f} margin={margin:.2f} injection={inj:.3f} recall={rec:.3f}")
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    cases = asyncio.run(_cases(args.directory))
+    setting, inj, rec = best_setting(cases, args.max_injection)
+    print(f"all: hub_weight, min_relevance, min_relevance_impersonal, margin = {setting}")
+    print(f"     injection={inj:.3f} recall={rec:.3f}")
+    if args.cv:
+        for persona in sorted({c.persona for c in cases}):
+            train = [c for c in cases if c.persona != persona]
+            held = [c for c in cases if c.persona == persona]
+            chosen, _, _ = best_setting(train, args.max_injection)
+            inj, rec = score(held, chosen)
+            print(f"held-out {persona}: {chosen} injection={inj:.3f} recall={rec:.3f}")
     return 0
 
 
