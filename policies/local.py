@@ -21,8 +21,10 @@ that shares no word with the fact it needs ("How much more does the new position
   context or the ambient profile already says it; ``stale_or_conflicting`` when the store
   links it to a conflicting record. Staleness comes only from the store: a superseded
   record is not live, so it never reaches the judge; no cue word in the session marks
-  anything stale. Two admitted statements that say nearly the same thing (``same_thing``)
-  keep only the newer one.
+  anything stale. Two admitted statements from different sessions about the same subject
+  keep only the newer one: they say nearly the same thing (``same_thing``), or they name
+  the same person, place or thing (a shared proper name) and are close (``same_subject``):
+  "My team lead is Declan" and, later, "Declan left, so now my lead is Niamh".
 
 The thresholds were calibrated on the development scenario set only (see
 ``tools/calibrate_local.py``); the held-out test split is never used to set them.
@@ -269,6 +271,32 @@ def _unit(m: np.ndarray) -> np.ndarray:
     return m / np.where(norms == 0, 1.0, norms)
 
 
+# A capitalised word ("I" and its forms aside). One that does not open its sentence is a
+# proper name; one that does is a name only when the other statement also writes it
+# capitalised inside a sentence ("Declan left ..." beside "My team lead is Declan").
+_CAPITALISED = re.compile(r"(^|[.!?:;]\s+|\s)([A-Z\u00c0-\u00de][\w\u00c0-\u024f'-]*)")
+_NOT_NAMES = frozenset({"i", "i'm", "i've", "i'd", "i'll"})
+
+
+def _capitalised(text: str) -> tuple[set[str], set[str]]:
+    """(names inside sentences, capitalised sentence openers) of ``text``, case-folded."""
+    inside: set[str] = set()
+    openers: set[str] = set()
+    for m in _CAPITALISED.finditer(text.strip()):
+        word = m.group(2).casefold()
+        if word in _NOT_NAMES:
+            continue
+        (inside if m.group(1).isspace() else openers).add(word)
+    return inside, openers
+
+
+def _share_a_name(a: str, b: str) -> bool:
+    inside_a, open_a = _capitalised(a)
+    inside_b, open_b = _capitalised(b)
+    shared = (inside_a | open_a) & (inside_b | open_b)
+    return bool(shared & (inside_a | inside_b))
+
+
 def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
@@ -303,6 +331,8 @@ class SemanticAdmissionJudge:
             record is already said.
         same_thing: cosine(record, record) at which two admitted statements from different
             sessions say the same thing and only the newer is kept.
+        same_subject: the lower cosine at which two such statements that share a proper
+            name are about the same subject (only the newer is kept).
         max_admitted: at most this many records are admitted.
     """
 
@@ -317,7 +347,8 @@ class SemanticAdmissionJudge:
         margin: float = 0.02,
         hub_weight: float = 1.5,
         redundant_at: float = 0.92,
-        same_thing: float = 0.8,
+        same_thing: float = 0.7,
+        same_subject: float = 0.45,
         max_admitted: int = 3,
     ) -> None:
         self.embedder = embedder
@@ -327,7 +358,13 @@ class SemanticAdmissionJudge:
         self.hub_weight = hub_weight
         self.redundant_at = redundant_at
         self.same_thing = same_thing
+        self.same_subject = same_subject
         self.max_admitted = max_admitted
+
+    def _same_subject(self, a: Record, b: Record, similarity: float) -> bool:
+        if similarity >= self.same_thing:
+            return True
+        return similarity >= self.same_subject and _share_a_name(a.text, b.text)
 
     async def admit(
         self,
@@ -389,7 +426,7 @@ class SemanticAdmissionJudge:
         for record in newest_first:
             if any(
                 k.session_id != record.session_id
-                and cosine(rec_vecs[k.id], rec_vecs[record.id]) >= self.same_thing
+                and self._same_subject(k, record, cosine(rec_vecs[k.id], rec_vecs[record.id]))
                 for k in kept
             ):
                 reasons[record.id] = ReasonCode.STALE_OR_CONFLICTING

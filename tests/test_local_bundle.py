@@ -295,3 +295,25 @@ async def test_semantic_classifier_files_a_standing_claim_the_keywords_miss() ->
     # Someone else's wish never reaches the category step.
     reported = await classifier.classify(_request("She wants British spelling with her, always."))
     assert reported.decision == "review"
+
+
+@pytest.mark.anyio
+async def test_judge_keeps_the_newer_of_two_statements_naming_the_same_subject() -> None:
+    """A shared proper name at moderate closeness is one subject: the later statement holds.
+    Without a shared name, the same closeness keeps both."""
+    judge = SemanticAdmissionJudge(
+        _Axes(["lead", "declan", "niamh", "savings", "14k", "17k"]),
+        min_relevance=0.0,
+        margin=1.0,
+        same_thing=0.95,
+        same_subject=0.45,
+        hub_weight=0.0,
+    )
+    old = _record("r1", "My team lead is Declan.", session="s1")
+    new = _record("r2", "Declan left, so now my lead is Niamh.", session="s2", days=40)
+    decision = await judge.admit("who is my lead?", None, EMPTY, "", [old, new])
+    assert decision.admitted == ("r2",)
+    a = _record("r3", "I have 14k in savings.", session="s1")
+    b = _record("r4", "Savings update: 17k now.", session="s2", days=40)
+    decision = await judge.admit("how are my savings?", None, EMPTY, "", [a, b])
+    assert set(decision.admitted) == {"r3", "r4"}
