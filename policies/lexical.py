@@ -235,14 +235,24 @@ def _follow_up(turn: str) -> bool:
 # The principal as subject or owner: "I", "my", "we", "our" (not "me", which a request
 # to the assistant carries as often as a question about the user: "tell me a joke").
 _OWN = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|we'd|our|ours)\b", re.I)
+# "me"/"us" outside a request to the assistant ("is it okay for me", "what falls on us") is
+# about the principal; as the object of a request verb ("tell me", "give us") it is not.
+_OBJECT_PRONOUN = re.compile(r"\b(?:me|us)\b", re.I)
+_REQUEST_OBJECT = re.compile(
+    r"\b(?:tell|give|show|help|let|send|teach|explain to|write|make|find|get|recommend|"
+    r"suggest|translate|describe|walk|talk to|bring|ask|answer|call)\s+(?:me|us)\b",
+    re.I,
+)
 
 
 def personal_turn(turn: str) -> bool:
     """Whether ``turn`` is about the principal's own life: a first-person subject or
-    possessive (in the languages the rules read), a named person's possessive, or a
-    recall phrase ("again", "remind me", "what's my ...")."""
+    possessive (in the languages the rules read), "me"/"us" other than as the object of a
+    request verb ("okay for me", not "tell me"), a named person's possessive, or a recall
+    phrase ("again", "remind me", "what's my ...")."""
     return bool(
         _OWN.search(turn)
+        or _OBJECT_PRONOUN.search(_REQUEST_OBJECT.sub(" ", turn))
         or _FOREIGN_FIRST_PERSON.search(turn)
         or _NAMED_POSSESSIVE.search(turn)
         or _RECALL_CUES.search(turn)

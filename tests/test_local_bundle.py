@@ -317,3 +317,21 @@ async def test_judge_keeps_the_newer_of_two_statements_naming_the_same_subject()
     b = _record("r4", "Savings update: 17k now.", session="s2", days=40)
     decision = await judge.admit("how are my savings?", None, EMPTY, "", [a, b])
     assert set(decision.admitted) == {"r3", "r4"}
+
+
+@pytest.mark.parametrize(
+    ("turn", "personal"),
+    [
+        ("Is amoxicillin okay for me if the doctor suggests it?", True),
+        ("How much of the rent falls on us each month?", True),
+        ("What's my salary again?", True),
+        ("Tell me a joke.", False),
+        ("Can you give us a recipe for pancakes?", False),
+        ("Why do cats purr?", False),
+    ],
+)
+def test_personal_turn_reads_me_and_us_outside_a_request(turn: str, personal: bool) -> None:
+    """'me'/'us' count as the principal unless they are the object of a request verb."""
+    from retold.policy.lexical import personal_turn
+
+    assert personal_turn(turn) is personal
