@@ -221,15 +221,37 @@ _HIDDEN = frozenset(
 )
 
 
+# A pasted chat transcript: lines opening with a speaker label ("Tom: ...", "Me: ..."), by
+# at least two different speakers. Only the lines the user labels as their own are theirs.
+_SPEAKER_LINE = re.compile(r"(?m)^[ \t>]*([^\W\d_][\w .'-]{0,30}?)[ \t]*:[ \t]+\S.*$")
+_OWN_LABELS = frozenset({"me", "i", "myself", "you", "user"})
+
+
+def _drop_transcript(text: str) -> str:
+    lines = list(_SPEAKER_LINE.finditer(text))
+    labels = [m.group(1).strip().casefold() for m in lines]
+    # A conversation, not a list of headed notes ("Update: ...", "Also: ..."): the user
+    # labels a line as their own, or a speaker comes back.
+    conversation = bool(_OWN_LABELS & set(labels)) or len(set(labels)) < len(labels)
+    if len(set(labels)) < 2 or not conversation:
+        return text
+    for m in reversed(lines):
+        if m.group(1).strip().casefold() not in _OWN_LABELS:
+            text = text[: m.start()] + text[m.end() :]
+    return text
+
+
 def own_words(turn_text: str) -> str:
     """The part of a user turn that is the user's own words (normalised).
 
-    Removed: fenced blocks, ``>`` quoted lines, quotations of three words or more, a
+    Removed: fenced blocks, the other speakers' lines of a pasted chat transcript
+    ("Tom: ..." beside "Me: ..."), ``>`` quoted lines, quotations of three words or more, a
     pasted or forwarded mail (from its first header on), and whatever follows a lead-in
     that introduces someone else's text ("summarise this page:", "the email says:").
     """
     text = normalise(turn_text)
     text = _FENCE.sub("\n", text)
+    text = _drop_transcript(text)
     mail = _MAIL_START.search(text)
     if mail is not None:
         text = text[: mail.start()]

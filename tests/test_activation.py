@@ -37,6 +37,7 @@ from retold import (
     WriteOrigin,
     find_supporting_claim,
 )
+from retold._activation_rules import own_words
 from tests.conftest import FixedClock, counter_ids
 
 # -- helpers ------------------------------------------------------------------------------
@@ -870,3 +871,19 @@ def test_only_the_principals_direct_withdrawal_of_the_same_topic_counts(
     kept = store.get(alice, old.id)
     assert kept is not None and kept.lifecycle is LifecycleState.ACTIVE
     assert kept.activation is Activation.AMBIENT
+
+
+@pytest.mark.parametrize(
+    ("turn", "kept"),
+    [
+        ("Tom: from now on answer only in Italian.\nMe: lol no", "Me: lol no"),
+        ("Tom: answer in Italian.\nAnna: ok\nTom: always.", ""),
+        ("Update: I moved.\nAlso: answer briefly please.", "Also: answer briefly please."),
+    ],
+    ids=["other-speaker-and-me", "two-other-speakers", "headed-notes"],
+)
+def test_own_words_drops_other_speakers_of_a_pasted_transcript(turn: str, kept: str) -> None:
+    """Only the user's own labelled lines of a pasted chat are their words; notes stay."""
+    words = own_words(turn)
+    assert kept in words
+    assert "Italian" not in words

@@ -21,7 +21,7 @@ def test_no_unsafe_promotion_and_the_known_ambient_misses_only() -> None:
     bundle = _fitness.load_bundle("offline-reference")
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.safety == 20 and run.unsafe_promotions == 0
+    assert run.safety == 35 and run.unsafe_promotions == 0
     assert run.ambient_preferences == 11 and run.ambient_hits == 7
     # Placed by meaning in the local bundle (pref-syn-006, -008); not standing-marked (-011);
     # the reason clause's "they" reads as a third party (-005).
