@@ -197,12 +197,19 @@ _CORE_MIGRATIONS: tuple[str, ...] = (
     CREATE FUNCTION instr(text, text) RETURNS integer
         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT strpos($1, $2) $$;
     """,
+    # Watermark reads (entity and embedding indexing) scan a scope's rows after a rowid.
+    """
+    CREATE INDEX records_scope_rowid ON records (tenant, principal, rowid);
+    """,
 )
 
 
 # The portable subset of SQLite DDL the components write, and its PostgreSQL spelling:
 # a component that keeps to it (TEXT/INTEGER/REAL/BLOB columns, AUTOINCREMENT keys, plain
-# and partial indexes) needs no second copy of its migrations.
+# and partial indexes, row triggers whose body is plain SQL) needs no second copy of its
+# migrations. TEXT columns get COLLATE "C", so comparisons and ORDER BY are byte order, as
+# in SQLite, whatever the cluster's default collation (type names are matched in upper
+# case only, so a column called ``text`` keeps its name).
 _DDL_ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b", re.I),
@@ -210,12 +217,51 @@ _DDL_ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
     (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
-    (re.compile(r"\)\s*WITHOUT\s+ROWID", re.I), ")"),
+    (re.compile(r"\bTEXT\b(?!\s+(?:COLLATE|SEARCH)\b)"), 'TEXT COLLATE "C"'),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),  # SQLite's INTEGER holds 64 bits
 )
 
-
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", re.I)
+_WITHOUT_ROWID = re.compile(r"\s*WITHOUT\s+ROWID", re.I)
 _NAMES_ROWID = re.compile(r"\browid\b", re.I)
+_CREATE_TRIGGER = re.compile(
+    r"CREATE\s+TRIGGER\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>\w+)\s+"
+    r"(?P<when>BEFORE|AFTER)\s+(?P<event>[^;]+?)\s+ON\s+(?P<table>\w+)\s+"
+    r"(?:FOR\s+EACH\s+ROW\s+)?(?:WHEN\s+(?P<cond>[^;]+?)\s+)?"
+    r"BEGIN\b(?P<body>.*?)\bEND\s*;",
+    re.I | re.S,
+)
+_DROP_TRIGGER = re.compile(r"DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?(?P<name>\w+)\s*;", re.I)
+_RAISE_ABORT = re.compile(r"SELECT\s+RAISE\s*\(\s*ABORT\s*,\s*('(?:[^']|'')*')\s*\)", re.I)
+
+
+def _trigger(match: re.Match[str]) -> str:
+    # A SQLite row trigger becomes a PL/pgSQL trigger function (the body's statements run
+    # as they are: NEW and OLD mean the same) and a FOR EACH ROW trigger calling it.
+    name, table = match["name"], match["table"]
+    body = _RAISE_ABORT.sub(r"RAISE EXCEPTION \1", match["body"]).strip()
+    cond = f" WHEN ({match['cond'].strip()})" if match["cond"] else ""
+    return (
+        f"CREATE OR REPLACE FUNCTION retold_trigger_{name}() RETURNS trigger "
+        f"LANGUAGE plpgsql AS $retold$ BEGIN {body} "
+        "IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $retold$;\n"
+        f"CREATE TRIGGER {name} {match['when'].upper()} {match['event'].strip()} ON {table} "
+        f"FOR EACH ROW{cond} EXECUTE FUNCTION retold_trigger_{name}();"
+    )
+
+
+def _drop_trigger(match: re.Match[str]) -> str:
+    # PostgreSQL names a trigger per table; SQLite's DROP TRIGGER names none. The table is
+    # looked up in the current schema (each schema may hold its own copy of the trigger).
+    name = match["name"]
+    return (
+        "DO $retold$ DECLARE t text; BEGIN "
+        "SELECT format('%I.%I', n.nspname, c.relname) INTO t FROM pg_trigger g "
+        "JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE g.tgname = '{name}' AND n.nspname = current_schema(); "
+        f"IF t IS NOT NULL THEN EXECUTE format('DROP TRIGGER {name} ON %s', t); END IF; "
+        "END $retold$;"
+    )
 
 
 def adapt_ddl(script: str) -> str:
@@ -223,8 +269,19 @@ def adapt_ddl(script: str) -> str:
 
     A table without an integer key gets SQLite's implicit ``rowid`` as an identity column
     (so ``ORDER BY rowid`` keeps meaning write order), and :meth:`PostgresStore.query`
-    hides it from ``SELECT *`` as SQLite does.
+    hides it from ``SELECT *`` as SQLite does; a ``WITHOUT ROWID`` table gets none. Row
+    triggers (``CREATE TRIGGER ... BEGIN ...; END``) become PL/pgSQL trigger functions, and
+    ``DROP TRIGGER`` finds the trigger's table in the current schema.
     """
+    triggers: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        triggers.append(_trigger(match))
+        return f"\x00{len(triggers) - 1}\x00"
+
+    # Trigger bodies are plain SQL that the column-type rewrites must not touch.
+    script = _CREATE_TRIGGER.sub(keep, script)
+    script = _DROP_TRIGGER.sub(_drop_trigger, script)
     for pattern, replacement in _DDL_ADAPTATIONS:
         script = pattern.sub(replacement, script)
     out: list[str] = []
@@ -236,11 +293,14 @@ def adapt_ddl(script: str) -> str:
             end += 1
         body = script[match.end() : end]
         out.append(script[pos : match.end()])
-        if not re.search(r"\bIDENTITY\b|\browid\b", body, re.I):
+        without_rowid = _WITHOUT_ROWID.match(script, end)
+        if not without_rowid and not re.search(r"\bIDENTITY\b|\browid\b", body, re.I):
             out.append("rowid BIGINT GENERATED ALWAYS AS IDENTITY, ")
-        pos = match.end()
+        out.append(body)
+        pos = without_rowid.end() if without_rowid else end
     out.append(script[pos:])
-    return "".join(out)
+    script = "".join(out)
+    return re.sub("\x00(\\d+)\x00", lambda m: triggers[int(m[1])], script)
 
 
 def _rows(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -500,6 +560,23 @@ class PostgresStore(_SharedStoreOps):
             except psycopg.errors.QueryCanceled as exc:
                 raise StoreError(f"query timed out: {exc}") from exc
 
+    def query_tuples(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Like :meth:`query`, rows as plain tuples (hot read paths: id and vector scans)."""
+        psycopg, _ = _psycopg()
+        from psycopg.rows import tuple_row
+
+        if isinstance(params, Mapping):
+            raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
+        with self._connection() as conn:
+            try:
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    cur.execute(pg_sql(sql), list(params))
+                    return list(cur.fetchall())
+            except psycopg.errors.QueryCanceled as exc:
+                raise StoreError(f"query timed out: {exc}") from exc
+
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
         """Apply the not-yet-applied migrations of ``component``, each in one transaction.
 
@@ -579,7 +656,7 @@ class PostgresStore(_SharedStoreOps):
         recycled). It takes an exclusive lock: run it off peak.
         """
         with self._connection() as conn:
-            for table in ("records", "retrieval_entities", "retrieval_vectors"):
+            for table in ("records", "retrieval_entities", "vectors"):
                 exists = conn.execute("SELECT to_regclass(%s) AS t", [table]).fetchone()
                 if exists and exists["t"] is not None:
                     conn.execute(f"VACUUM FULL {table}")
@@ -754,91 +831,96 @@ class PostgresStore(_SharedStoreOps):
             }
         )
 
-    def records_after(self, scope: Principal, rowid: int) -> list[dict[str, Any]]:
+    def records_after(
+        self, scope: Principal, rowid: int, *, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         """``rowid, id, text, lifecycle`` of the scope's records after ``rowid``, in order.
 
         Identity values are handed out before commit, so a plain ``rowid >`` scan could
-        pass a row that commits later with a lower rowid. This read first waits (bounded by
-        the statement timeout) for the scope's in-flight record writes, which hold a shared
-        lock, so a watermark advanced to the last row returned never skips one.
+        pass a row that commits later with a lower rowid. When there is anything new, this
+        read first waits (bounded by the statement timeout) for the scope's in-flight record
+        writes, which hold a shared lock, so a watermark advanced to the last row returned
+        never skips one. With nothing new it returns at once: a row still in flight then
+        has a rowid above the mark and is seen by a later call.
         """
+        tail = " LIMIT ?" if limit is not None else ""
+        extra = [limit] if limit is not None else []
+        if not self.query(
+            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? "
+            "LIMIT 1",
+            [scope.tenant, scope.principal, rowid],
+        ):
+            return []
         with self.write() as w:
             w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
             return w.query(
                 "SELECT rowid, id, text, lifecycle FROM records "
-                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
-                [scope.tenant, scope.principal, rowid],
+                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid" + tail,
+                [scope.tenant, scope.principal, rowid, *extra],
             )
 
-    def bm25_rows(
+    def bm25(
         self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
-    ) -> list[dict[str, Any]]:
-        """Record rows (alias ``r``, plus ``rowid`` and ``score``) matching any word of ``text``.
+    ) -> list[tuple[str, float]]:
+        """``(record id, score)`` of records matching any word of ``text``, best first.
 
-        Scored by BM25 with FTS5's constants over the scope's non-deleted records; ``where``
-        and ``params`` are the caller's filter on alias ``r`` (it must filter on the scope).
-        Best first, ties by id. The statistics CTEs are MATERIALIZED: inlined into the
-        per-hit scoring subquery they would be recomputed for every matching row.
+        The lexical stage on PostgreSQL. Matching uses the ``text_tsv`` column and its GIN
+        index (words stemmed by the ``retold`` text search configuration: Snowball English,
+        stop words kept, as FTS5's porter tokenizer keeps them). The score is Okapi BM25 with
+        FTS5's constants and formula (k1=1.2, b=0.75, IDF ``ln((N - n + 0.5) / (n + 0.5))``
+        floored at 1e-6, term frequency from the tsvector's positions), so a configuration
+        ranks alike on both stores. Statistics are the scope's own: N and the average
+        length over its non-deleted records, a word's document frequency n over the rows the
+        filter lets through; no other tenant's data moves a score (FTS5 counts the whole
+        file). ``where`` and ``params`` filter alias ``r`` and must include the scope. Ties
+        by id.
         """
         if limit <= 0:
             return []
-        cols = ", ".join(f"r.{c.strip()}" for c in _RECORD_COLUMNS.split(","))
         sql = f"""
-            WITH lex AS MATERIALIZED (
-                SELECT DISTINCT lexeme FROM unnest(to_tsvector('retold', ?::text))
+            WITH q AS MATERIALIZED (
+                SELECT array_agg(DISTINCT lexeme) AS lexemes,
+                       string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS tq
+                FROM unnest(to_tsvector('retold', ?::text))
             ),
-            tq AS MATERIALIZED (
-                SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM lex
+            hits AS MATERIALIZED (
+                SELECT r.id, r.text_len,
+                       ts_filter(setweight(r.text_tsv, 'A', q.lexemes), '{{a}}') AS tsv
+                FROM records r, q WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}
             ),
             stats AS MATERIALIZED (
                 SELECT COUNT(*)::float8 AS n, COALESCE(AVG(text_len), 0)::float8 AS avgdl
                 FROM records WHERE tenant = ? AND principal = ? AND lifecycle <> 'deleted'
             ),
-            df AS MATERIALIZED (
-                SELECT lex.lexeme, (
-                    SELECT COUNT(*) FROM records d
-                    WHERE d.tenant = ? AND d.principal = ? AND d.lifecycle <> 'deleted'
-                    AND d.text_tsv @@ quote_literal(lex.lexeme)::tsquery
-                )::float8 AS df FROM lex
+            tf AS MATERIALIZED (
+                SELECT h.id, h.text_len, u.lexeme,
+                       COALESCE(array_length(u.positions, 1), 1)::float8 AS n
+                FROM hits h, unnest(h.tsv) u
             ),
             idf AS MATERIALIZED (
-                SELECT df.lexeme, GREATEST(LN((stats.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) AS w
-                FROM df, stats
-            ),
-            hits AS (
-                SELECT {cols}, r.rowid AS rowid, r.text_tsv, r.text_len
-                FROM records r, tq WHERE tq.q IS NOT NULL AND r.text_tsv @@ tq.q AND {where}
+                SELECT tf.lexeme,
+                       GREATEST(LN((MAX(stats.n) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6) AS w
+                FROM tf, stats GROUP BY tf.lexeme
             )
-            SELECT h.*, (
-                SELECT SUM(idf.w * tf.n * {_BM25_K1 + 1}
-                           / (tf.n + {_BM25_K1} * (1 - {_BM25_B} + {_BM25_B} * h.text_len
-                              / GREATEST(stats.avgdl, 1))))
-                FROM (
-                    SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS n
-                    FROM unnest(h.text_tsv) u
-                ) tf JOIN idf ON idf.lexeme = tf.lexeme
-            ) AS score
-            FROM hits h, stats
-            ORDER BY score DESC, h.id LIMIT ?
+            SELECT tf.id, SUM(idf.w * tf.n * {_BM25_K1 + 1} / (tf.n + {_BM25_K1} * (
+                1 - {_BM25_B} + {_BM25_B} * tf.text_len / GREATEST(stats.avgdl, 1)))) AS score
+            FROM tf JOIN idf ON idf.lexeme = tf.lexeme, stats
+            GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT ?
         """
-        rows = self.query(
-            sql,
-            [text, scope.tenant, scope.principal, scope.tenant, scope.principal, *params, limit],
-        )
-        for row in rows:
-            row.pop("text_tsv", None)
-            row.pop("text_len", None)
-            row["score"] = float(row["score"] or 0.0)
-        return rows
+        rows = self.query_tuples(sql, [text, *params, scope.tenant, scope.principal, limit])
+        return [(str(rid), float(score)) for rid, score in rows]
 
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
-        """BM25 full-text search over live records in ``scope``; best first, ties by id."""
+        """BM25 full-text search over live records in ``scope``; best first, ties by id.
+
+        Scored by :meth:`bm25`.
+        """
         words = re.findall(r"\w+", query.lower())
         if not words or limit <= 0:
             return []
-        rows = self.bm25_rows(
+        ranked = self.bm25(
             scope,
             " ".join(dict.fromkeys(words)),
             "r.tenant = ? AND r.principal = ? AND r.lifecycle = 'active' "
@@ -846,7 +928,15 @@ class PostgresStore(_SharedStoreOps):
             [scope.tenant, scope.principal, iso(self._clock())],
             limit,
         )
-        return [(_row_to_record(row), float(row["score"])) for row in rows]
+        if not ranked:
+            return []
+        rows = self.query(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+            f"AND id IN ({', '.join('?' for _ in ranked)})",
+            [scope.tenant, scope.principal, *(rid for rid, _ in ranked)],
+        )
+        by_id = {row["id"]: _row_to_record(row) for row in rows}
+        return [(by_id[rid], score) for rid, score in ranked if rid in by_id]
 
     def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
         """Delete a record: its text and index entry are erased; the row and its events stay.

@@ -1,0 +1,82 @@
+"""The retrieval and budgeted-read suites again, on PostgresStore.
+
+The store-facing tests are imported and run with ``store`` bound to a PostgresStore in a
+fresh schema, so one RetrievalConfig is checked to behave the same on both stores.
+Collected only when ``RETOLD_TEST_POSTGRES_URL`` names a test cluster (see conftest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from retold import PostgresStore
+
+from .conftest import POSTGRES_URL, FixedClock, counter_ids, fresh_pg_schema
+from .test_budgeted_read import (
+    reader,
+    test_expired_and_superseded_are_not_listed,
+    test_limit_and_budget_whichever_is_fewer,
+    test_recency_prefix_within_budget_in_the_advertised_unit,
+    test_relevance_order_differs_from_recency,
+    test_relevance_without_query_is_a_usage_error,
+    test_single_entry_over_budget_is_omitted_not_truncated,
+    test_tag_filter_cross_tenant_and_redaction_hold,
+)
+from .test_retrieval import (
+    test_backfill_fills_with_newest_when_few_found,
+    test_conflicts_are_packed_as_an_annotated_pair,
+    test_dedup_folds_identical_and_near_identical_keeping_provenance,
+    test_dense_stage_and_model_change_is_detected_not_mixed,
+    test_dense_vectors_are_embedded_once_per_record,
+    test_entity_stage_matches_names,
+    test_fusion_rrf_and_weighted_reward_multi_path,
+    test_is_a_retriever_and_scope_is_enforced,
+    test_records_are_built_only_for_the_returned_top_k,
+    test_reranker_reorders_the_head,
+    test_session_neighbours_are_added_with_decayed_scores,
+    test_session_neighbours_never_bring_back_ambient_records,
+    test_superseded_and_expired_are_excluded_by_default,
+    test_tenant_scoping_changes_what_is_packed,
+)
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(POSTGRES_URL is None, reason="RETOLD_TEST_POSTGRES_URL is not set"),
+]
+
+__all__ = [
+    "reader",
+    "test_backfill_fills_with_newest_when_few_found",
+    "test_conflicts_are_packed_as_an_annotated_pair",
+    "test_dedup_folds_identical_and_near_identical_keeping_provenance",
+    "test_dense_stage_and_model_change_is_detected_not_mixed",
+    "test_dense_vectors_are_embedded_once_per_record",
+    "test_entity_stage_matches_names",
+    "test_expired_and_superseded_are_not_listed",
+    "test_fusion_rrf_and_weighted_reward_multi_path",
+    "test_is_a_retriever_and_scope_is_enforced",
+    "test_limit_and_budget_whichever_is_fewer",
+    "test_recency_prefix_within_budget_in_the_advertised_unit",
+    "test_records_are_built_only_for_the_returned_top_k",
+    "test_relevance_order_differs_from_recency",
+    "test_relevance_without_query_is_a_usage_error",
+    "test_reranker_reorders_the_head",
+    "test_session_neighbours_are_added_with_decayed_scores",
+    "test_session_neighbours_never_bring_back_ambient_records",
+    "test_single_entry_over_budget_is_omitted_not_truncated",
+    "test_superseded_and_expired_are_excluded_by_default",
+    "test_tag_filter_cross_tenant_and_redaction_hold",
+    "test_tenant_scoping_changes_what_is_packed",
+]
+
+
+@pytest.fixture
+def store(clock: FixedClock) -> Iterator[PostgresStore]:
+    """A PostgresStore in a fresh schema, with the suite's fixed clock and ids."""
+    assert POSTGRES_URL is not None
+    with fresh_pg_schema() as schema:
+        s = PostgresStore(POSTGRES_URL, schema=schema, clock=clock, id_factory=counter_ids())
+        yield s
+        s.close()
