@@ -30,7 +30,6 @@ retriever can call. Components' SQLite-style DDL is spelled for PostgreSQL by
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import threading
@@ -43,26 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ._errors import InvalidInputError, StoreError, UsageError
+from ._errors import InvalidInputError, StoreError, UsageError, store_error
 from ._records import (
-    Activation,
-    Event,
-    LifecycleState,
     Principal,
     Record,
-    RecordDraft,
-    TranscriptTurn,
-    WriteOrigin,
 )
 from ._redaction import Redactor
-from ._store import (
-    _RECORD_COLUMNS,
-    _UNTRUSTED_ORIGINS,
-    _record_row,
-    _row_to_record,
-    _SharedStoreOps,
-    iso,
-)
+from ._store import _RECORD_COLUMNS, _row_to_record, _SharedStoreOps, _WriterBase, iso
 
 if TYPE_CHECKING:
     import psycopg
@@ -334,41 +320,32 @@ def _psycopg() -> Any:
     return psycopg, psycopg_pool
 
 
-class PostgresWriter:
-    """The write side of one open PostgreSQL transaction. Every bound string is redacted."""
+class PostgresWriter(_WriterBase):
+    """The write side of one open PostgreSQL transaction (see ``_WriterBase`` for SR-1)."""
 
     def __init__(
         self, store: PostgresStore, conn: psycopg.Connection[Any], tenant: str | None = None
     ) -> None:
         self._store = store
         self._conn = conn
-        self.tenant = tenant  # selects the per-tenant redaction key, as SQLiteStore's Writer
+        self.tenant = tenant  # selects the per-tenant redaction key of raw statements
         self.now = store.clock()
 
-    def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
-        base = self._store.redactor
-        redact = (base.for_tenant(self.tenant) if self.tenant is not None else base).redact
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[Any] | Mapping[str, Any] = (),
+        *,
+        tenant: str | None = None,
+    ) -> Any:
+        """Run one statement inside the transaction with redacted parameters."""
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
-        return [redact(v) if isinstance(v, str) else v for v in params]
-
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
-        """Run one statement inside the transaction with redacted parameters."""
-        return self._conn.execute(pg_sql(sql), self._clean(params))
+        return self._conn.execute(pg_sql(sql), self._clean(params, tenant))
 
     def _raw(self, sql: str, params: Sequence[Any] = ()) -> Any:
         # Schema and key bookkeeping only (values that are not user data); no redaction.
         return self._conn.execute(pg_sql(sql), list(params))
-
-    def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
-        """Insert one row; returns the number of rows written (0 when ignored)."""
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        tail = " ON CONFLICT DO NOTHING" if or_ignore else ""
-        cur = self.execute(
-            f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", list(row.values())
-        )
-        return int(cur.rowcount)
 
     def query(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -377,28 +354,6 @@ class PostgresWriter:
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
         return _rows(sql, list(self._conn.execute(pg_sql(sql), list(params)).fetchall()))
-
-    def step(self, name: str) -> None:
-        """Mark a point inside a write; the store's fault seam may raise here (tests)."""
-        if self._store._on_write_step is not None:
-            self._store._on_write_step(name)
-
-    def event(
-        self,
-        scope: Principal,
-        type: str,
-        *,
-        actor: str,
-        record_id: str | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append one audit event in this transaction."""
-        payload = json.dumps(self._store.redactor.redact_value(dict(data or {})), sort_keys=True)
-        self.execute(
-            "INSERT INTO events (tenant, principal, record_id, type, actor, time, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
-        )
 
 
 class PostgresStore(_SharedStoreOps):
@@ -425,6 +380,7 @@ class PostgresStore(_SharedStoreOps):
     """
 
     dialect = "postgresql"
+    _row_lock = " FOR UPDATE"
 
     def __init__(
         self,
@@ -487,15 +443,14 @@ class PostgresStore(_SharedStoreOps):
     def _create_schema(self, schema: str) -> None:
         from psycopg import sql
 
-        psycopg, _ = _psycopg()
         try:
             with self.write() as w:
                 w._raw("SELECT pg_advisory_xact_lock(?)", [_lock_key("schema:" + schema)])
                 w._conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc
+        except StoreError as exc:
+            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc.__cause__
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -529,7 +484,9 @@ class PostgresStore(_SharedStoreOps):
         """Open a transaction; commit on success, roll back on any error.
 
         A write opened inside another on the same thread becomes a savepoint of it, and
-        :meth:`query` inside a write reads through the same transaction.
+        :meth:`query` inside a write reads through the same transaction. Driver errors are
+        raised as :class:`StoreError` (integrity violations as
+        :class:`StoreIntegrityError`), as SQLiteStore raises them.
         """
         psycopg, _ = _psycopg()
         with self._connection() as conn:
@@ -543,6 +500,8 @@ class PostgresStore(_SharedStoreOps):
                 raise StoreError(f"write timed out: {exc}") from exc
             except psycopg.errors.LockNotAvailable as exc:
                 raise StoreError(f"write timed out waiting for a lock: {exc}") from exc
+            except psycopg.Error as exc:
+                raise store_error("a write", exc) from exc
             finally:
                 if outer:
                     self._local.conn = None
@@ -559,6 +518,8 @@ class PostgresStore(_SharedStoreOps):
                 return _rows(sql, list(conn.execute(pg_sql(sql), list(params)).fetchall()))
             except psycopg.errors.QueryCanceled as exc:
                 raise StoreError(f"query timed out: {exc}") from exc
+            except psycopg.Error as exc:
+                raise store_error("a read", exc) from exc
 
     def query_tuples(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -576,6 +537,8 @@ class PostgresStore(_SharedStoreOps):
                     return list(cur.fetchall())
             except psycopg.errors.QueryCanceled as exc:
                 raise StoreError(f"query timed out: {exc}") from exc
+            except psycopg.Error as exc:
+                raise store_error("a read", exc) from exc
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
         """Apply the not-yet-applied migrations of ``component``, each in one transaction.
@@ -597,7 +560,9 @@ class PostgresStore(_SharedStoreOps):
                 rows = self.query(
                     "SELECT version FROM retold_schema WHERE component = ?", [component]
                 )
-            except psycopg.errors.UndefinedTable:
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, psycopg.errors.UndefinedTable):
+                    raise
                 rows = []
         if rows and int(rows[0]["version"]) >= len(migrations):
             self._ensured[component] = int(rows[0]["version"])
@@ -624,11 +589,12 @@ class PostgresStore(_SharedStoreOps):
                     )
                     log.debug("schema_migrated", component=component, version=version)
                 self._ensured[component] = version
-            except psycopg.Error as exc:
+            except StoreError as exc:
                 raise StoreError(
                     f"migration {version} of component {component!r} failed on PostgreSQL: "
-                    f"{exc} (does this component ship a PostgreSQL schema?)"
-                ) from exc
+                    f"{exc.__cause__ or exc} (is its DDL in the portable subset adapt_ddl "
+                    "spells for PostgreSQL?)"
+                ) from exc.__cause__
 
     def _stored_key(self) -> bytes:
         with self.write() as w:
@@ -639,6 +605,21 @@ class PostgresStore(_SharedStoreOps):
             )
         row = self.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
         return bytes.fromhex(row[0]["value"])
+
+    def drop_schema(self) -> None:
+        """Drop this store's schema and everything in it (scratch stores: benchmarks, tests).
+
+        Raises:
+            UsageError: the store was opened without an explicit ``schema``.
+        """
+        from psycopg import sql
+
+        if self.schema is None:
+            raise UsageError("drop_schema() needs a store opened with an explicit schema")
+        with self._connection() as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+            )
 
     def checkpoint(self) -> None:
         """Ask the server for a CHECKPOINT (needs superuser or pg_checkpoint rights)."""
@@ -663,173 +644,17 @@ class PostgresStore(_SharedStoreOps):
 
     # -- records ------------------------------------------------------------------------
 
-    def _fetch(
-        self,
-        reader: PostgresWriter | PostgresStore,
-        scope: Principal,
-        record_id: str,
-        *,
-        lock: bool = False,
-    ) -> Record | None:
-        rows = reader.query(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?"
-            + (" FOR UPDATE" if lock else ""),
-            [scope.tenant, scope.principal, record_id],
-        )
-        return _row_to_record(rows[0]) if rows else None
-
-    def _require(self, w: PostgresWriter, scope: Principal, record_id: str, field: str) -> Record:
-        # FOR UPDATE: two writers superseding or deleting one record serialise on its row.
-        record = self._fetch(w, scope, record_id, lock=True)
-        if record is None:
-            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
-        return record
-
-    def _store_error(self, what: str, exc: Exception) -> StoreError:
-        return StoreError(f"{what} failed: {exc}")
-
-    def add(
-        self,
-        scope: Principal,
-        draft: RecordDraft,
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-    ) -> Record:
-        """Write a new record (redacted) with its ``record.created`` event; see SQLiteStore.add."""
-        psycopg, _ = _psycopg()
-        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
-        except psycopg.Error as exc:
-            raise self._store_error("record write", exc) from exc
-        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
-        return record
-
-    def add_batch(
-        self,
-        scope: Principal,
-        drafts: Sequence[RecordDraft],
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-        also: Callable[[PostgresWriter], None] | None = None,
-    ) -> list[Record]:
-        """Write several records, and whatever ``also`` writes, in one transaction."""
-        psycopg, _ = _psycopg()
-        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                records = [
-                    self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts
-                ]
-                if also is not None:
-                    also(w)
-        except psycopg.Error as exc:
-            raise self._store_error("batch write", exc) from exc
-        log.debug("records_written", count=len(records), tenant=scope.tenant)
-        return records
-
-    def insert_record(
-        self,
-        w: PostgresWriter,
-        scope: Principal,
-        draft: RecordDraft,
-        *,
-        origin: WriteOrigin,
-        actor: str,
-    ) -> Record:
-        """Insert one record inside an open transaction (same semantics as SQLiteStore's)."""
-        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
-            raise InvalidInputError(
-                "activation", f"a write from {origin.value} cannot set ambient activation"
-            )
+    def _lock_for_insert(
+        self, w: PostgresWriter, scope: Principal, idempotency_key: str | None
+    ) -> None:
         # Shared scope lock: records_after() takes it exclusively to see no write in flight.
         w._raw("SELECT pg_advisory_xact_lock_shared(?)", [_scope_lock(scope)])
-        if draft.idempotency_key is not None:
-            key = self.redactor.redact(draft.idempotency_key)
+        if idempotency_key is not None:
             # Writers with one key serialise here, so the second sees the first's commit.
-            w.execute(
+            w._raw(
                 "SELECT pg_advisory_xact_lock(?)",
-                [_lock_key(f"idem:{scope.tenant}:{scope.principal}:{key}")],
+                [_lock_key(f"idem:{scope.tenant}:{scope.principal}:{idempotency_key}")],
             )
-            rows = w.query(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
-                "AND idempotency_key = ?",
-                [scope.tenant, scope.principal, key],
-            )
-            if rows:
-                return _row_to_record(rows[0])
-        if draft.supersedes is not None:
-            old = self._require(w, scope, draft.supersedes, "supersedes")
-            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
-                raise InvalidInputError(
-                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
-                )
-        for other in draft.conflicts_with:
-            self._require(w, scope, other, "conflicts_with")
-        now = w.now
-        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
-        record = Record.model_validate(
-            {
-                **body,
-                "id": self._new_id(),
-                "tenant": scope.tenant,
-                "principal": scope.principal,
-                "idempotency_key": draft.idempotency_key,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
-        record = self._redacted(record)
-        # The tsvector and its GIN entry are written by this INSERT (a generated column).
-        w.insert("records", _record_row(record))
-        w.step("record_inserted")
-        w.step("fts_indexed")
-        w.event(
-            scope,
-            "record.created",
-            actor=actor,
-            record_id=record.id,
-            data={"origin": origin.value, "kind": record.kind.value},
-        )
-        if draft.supersedes is not None:
-            w.execute(
-                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
-                "WHERE tenant = ? AND principal = ? AND id = ?",
-                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
-            )
-            w.step("superseded")
-            w.event(
-                scope,
-                "record.superseded",
-                actor=actor,
-                record_id=draft.supersedes,
-                data={"superseded_by": record.id},
-            )
-        for other in draft.conflicts_with:
-            self._link_conflict(w, scope, other, record.id)
-            w.event(
-                scope,
-                "record.conflict_linked",
-                actor=actor,
-                record_id=record.id,
-                data={"other": other},
-            )
-        w.step("before_commit")
-        return record
-
-    def _redacted(self, record: Record) -> Record:
-        r = self.redactor.redact
-        return record.model_copy(
-            update={
-                "text": r(record.text),
-                "speaker": r(record.speaker) if record.speaker else record.speaker,
-                "attribute": r(record.attribute) if record.attribute else record.attribute,
-                "tags": tuple(r(t) for t in record.tags),
-            }
-        )
 
     def records_after(
         self, scope: Principal, rowid: int, *, limit: int | None = None
@@ -846,8 +671,7 @@ class PostgresStore(_SharedStoreOps):
         tail = " LIMIT ?" if limit is not None else ""
         extra = [limit] if limit is not None else []
         if not self.query(
-            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? "
-            "LIMIT 1",
+            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? LIMIT 1",
             [scope.tenant, scope.principal, rowid],
         ):
             return []
@@ -937,100 +761,6 @@ class PostgresStore(_SharedStoreOps):
         )
         by_id = {row["id"]: _row_to_record(row) for row in rows}
         return [(by_id[rid], score) for rid, score in ranked if rid in by_id]
-
-    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
-        """Delete a record: its text and index entry are erased; the row and its events stay.
-
-        Raises:
-            InvalidInputError: no such record in ``scope``.
-        """
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is not LifecycleState.DELETED:
-                w.execute(
-                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
-                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
-                    [iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                w.step("deleted")
-                w.event(
-                    scope,
-                    "record.deleted",
-                    actor=actor,
-                    record_id=record_id,
-                    data={"previous": record.lifecycle.value},
-                )
-            deleted = self._require(w, scope, record_id, "id")
-        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
-        return deleted
-
-    # -- transcript ---------------------------------------------------------------------
-
-    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
-        """Persist one transcript turn (redacted). A turn index is written once per session.
-
-        Raises:
-            InvalidInputError: the session already has a turn with this index.
-        """
-        psycopg, _ = _psycopg()
-        clean = turn.model_copy(
-            update={
-                "text": self.redactor.redact(turn.text),
-                "speaker": self.redactor.redact(turn.speaker) if turn.speaker else turn.speaker,
-            }
-        )
-        try:
-            with self.write() as w:
-                w.insert(
-                    "transcript_turns",
-                    {
-                        "tenant": scope.tenant,
-                        "principal": scope.principal,
-                        "session_id": clean.session_id,
-                        "turn_index": clean.turn_index,
-                        "role": clean.role.value,
-                        "speaker": clean.speaker,
-                        "text": clean.text,
-                        "time": iso(clean.time),
-                    },
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            raise InvalidInputError(
-                "turn_index",
-                f"session {turn.session_id!r} already has turn {turn.turn_index}",
-            ) from exc
-        return clean
-
-    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
-        return self._turns(scope, "session_id = ?", [session_id])
-
-    def next_turn_index(self, scope: Principal, session_id: str) -> int:
-        rows = self.query(
-            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
-            "WHERE tenant = ? AND principal = ? AND session_id = ?",
-            [scope.tenant, scope.principal, session_id],
-        )
-        return int(rows[0]["n"])
-
-    # -- events -------------------------------------------------------------------------
-
-    def events(
-        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
-    ) -> list[Event]:
-        """Audit events in ``scope``, oldest first."""
-        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
-        if record_id is not None:
-            where.append("record_id = ?")
-            params.append(record_id)
-        if type is not None:
-            where.append("type = ?")
-            params.append(type)
-        rows = self.query(
-            "SELECT id, tenant, principal, record_id, type, actor, time, data FROM events "
-            f"WHERE {' AND '.join(where)} ORDER BY id",
-            params,
-        )
-        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
 
 
 def _lock_key(name: str) -> int:
