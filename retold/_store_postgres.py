@@ -187,6 +187,30 @@ _CORE_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX records_scope_rowid ON records (tenant, principal, rowid);
     """,
+    # BM25's collection statistics per scope, kept as FTS5 keeps its own: every record
+    # written counts, a deleted one with its erased (empty) text. Rows are added by
+    # PostgresStore._lexical_stats as they are read (a watermark, like entity indexing);
+    # a text change of a counted row (deletion) adjusts the total in its own transaction.
+    """
+    CREATE TABLE lexical_stats (
+        tenant TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        last_rowid BIGINT NOT NULL,
+        docs BIGINT NOT NULL,
+        total_len BIGINT NOT NULL,
+        PRIMARY KEY (tenant, principal)
+    );
+    CREATE FUNCTION retold_lexical_stats_text() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE lexical_stats SET total_len = total_len - OLD.text_len + NEW.text_len
+            WHERE tenant = NEW.tenant AND principal = NEW.principal
+            AND last_rowid >= NEW.rowid;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER lexical_stats_text AFTER UPDATE OF text ON records
+        FOR EACH ROW WHEN (OLD.text_len IS DISTINCT FROM NEW.text_len)
+        EXECUTE FUNCTION retold_lexical_stats_text();
+    """,
 )
 
 
@@ -410,6 +434,10 @@ class PostgresStore(_SharedStoreOps):
         self._ensured: dict[str, int] = {}
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
         options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
+        # psycopg prepares a statement run 5 times; PostgreSQL's generic plan for it then
+        # guesses at range and list parameters (a watermark's ``rowid > ?`` scanned the whole
+        # scope: 7 ms instead of 0.1). Plan each execution with its parameters instead.
+        options += " -c plan_cache_mode=force_custom_plan"
         if schema is not None:
             options += f" -c search_path={schema}"
         try:
@@ -532,7 +560,8 @@ class PostgresStore(_SharedStoreOps):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
         with self._connection() as conn:
             try:
-                with conn.cursor(row_factory=tuple_row) as cur:
+                # Binary results: a bytea vector arrives as its bytes, not as hex text.
+                with conn.cursor(row_factory=tuple_row, binary=True) as cur:
                     cur.execute(pg_sql(sql), list(params))
                     return list(cur.fetchall())
             except psycopg.errors.QueryCanceled as exc:
@@ -683,6 +712,48 @@ class PostgresStore(_SharedStoreOps):
                 [scope.tenant, scope.principal, rowid, *extra],
             )
 
+    def _lexical_stats(self, scope: Principal) -> tuple[float, float]:
+        """(N, average length) of the scope's records for BM25; brought up to date first.
+
+        Counted as FTS5 counts them (every record written, a deleted one with length 0),
+        but per scope. Records written since the last call are added under the scope's
+        exclusive lock (see :meth:`records_after`), so none is skipped or counted twice.
+        """
+        rows = self.query(
+            "SELECT last_rowid, docs, total_len FROM lexical_stats "
+            "WHERE tenant = ? AND principal = ?",
+            [scope.tenant, scope.principal],
+        )
+        mark = int(rows[0]["last_rowid"]) if rows else 0
+        if self.query(
+            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? LIMIT 1",
+            [scope.tenant, scope.principal, mark],
+        ):
+            with self.write() as w:
+                w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
+                w._raw(
+                    "INSERT INTO lexical_stats (tenant, principal, last_rowid, docs, total_len) "
+                    "VALUES (?, ?, 0, 0, 0) ON CONFLICT DO NOTHING",
+                    [scope.tenant, scope.principal],
+                )
+                w._raw(
+                    "UPDATE lexical_stats s SET last_rowid = GREATEST(s.last_rowid, d.top), "
+                    "docs = s.docs + d.n, total_len = s.total_len + d.len FROM ("
+                    "SELECT COUNT(*) AS n, COALESCE(SUM(r.text_len), 0) AS len, MAX(r.rowid) AS top "
+                    "FROM records r, lexical_stats m WHERE m.tenant = ? AND m.principal = ? "
+                    "AND r.tenant = m.tenant AND r.principal = m.principal "
+                    "AND r.rowid > m.last_rowid) d "
+                    "WHERE s.tenant = ? AND s.principal = ? AND d.n > 0",
+                    [scope.tenant, scope.principal, scope.tenant, scope.principal],
+                )
+                rows = w.query(
+                    "SELECT last_rowid, docs, total_len FROM lexical_stats "
+                    "WHERE tenant = ? AND principal = ?",
+                    [scope.tenant, scope.principal],
+                )
+        docs = float(rows[0]["docs"]) if rows else 0.0
+        return docs, (float(rows[0]["total_len"]) / docs if docs else 0.0)
+
     def bm25(
         self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
     ) -> list[tuple[str, float]]:
@@ -693,45 +764,46 @@ class PostgresStore(_SharedStoreOps):
         stop words kept, as FTS5's porter tokenizer keeps them). The score is Okapi BM25 with
         FTS5's constants and formula (k1=1.2, b=0.75, IDF ``ln((N - n + 0.5) / (n + 0.5))``
         floored at 1e-6, term frequency from the tsvector's positions), so a configuration
-        ranks alike on both stores. Statistics are the scope's own: N and the average
-        length over its non-deleted records, a word's document frequency n over the rows the
-        filter lets through; no other tenant's data moves a score (FTS5 counts the whole
-        file). ``where`` and ``params`` filter alias ``r`` and must include the scope. Ties
-        by id.
+        ranks alike on both stores. Statistics are the scope's own, so no other tenant's
+        data moves a score (FTS5 counts the whole file): N and the average length as FTS5
+        keeps them (:meth:`_lexical_stats`, maintained incrementally), a word's document
+        frequency n over the rows the filter lets through (FTS5 also counts superseded and
+        expired rows). ``where`` and ``params`` filter alias ``r`` and must include the
+        scope. Ties by id.
         """
         if limit <= 0:
             return []
+        n_docs, avgdl = self._lexical_stats(scope)
+        # One pass over the matching rows: each keeps only its query lexemes (ts_filter of
+        # a setweight mark, in C) with their term frequencies; IDF from those rows.
         sql = f"""
             WITH q AS MATERIALIZED (
                 SELECT array_agg(DISTINCT lexeme) AS lexemes,
                        string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS tq
                 FROM unnest(to_tsvector('retold', ?::text))
             ),
-            hits AS MATERIALIZED (
-                SELECT r.id, r.text_len,
-                       ts_filter(setweight(r.text_tsv, 'A', q.lexemes), '{{a}}') AS tsv
-                FROM records r, q WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}
-            ),
-            stats AS MATERIALIZED (
-                SELECT COUNT(*)::float8 AS n, COALESCE(AVG(text_len), 0)::float8 AS avgdl
-                FROM records WHERE tenant = ? AND principal = ? AND lifecycle <> 'deleted'
-            ),
             tf AS MATERIALIZED (
-                SELECT h.id, h.text_len, u.lexeme,
+                SELECT r.id, r.text_len::float8 AS dl, u.lexeme,
                        COALESCE(array_length(u.positions, 1), 1)::float8 AS n
-                FROM hits h, unnest(h.tsv) u
+                FROM records r, q,
+                     unnest(ts_filter(setweight(r.text_tsv, 'A', q.lexemes), '{{a}}')) u
+                WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}
             ),
-            idf AS MATERIALIZED (
-                SELECT tf.lexeme,
-                       GREATEST(LN((MAX(stats.n) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6) AS w
-                FROM tf, stats GROUP BY tf.lexeme
+            idf AS (
+                SELECT lexeme,
+                       GREATEST(LN((?::float8 - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6) AS w
+                FROM tf GROUP BY lexeme
             )
-            SELECT tf.id, SUM(idf.w * tf.n * {_BM25_K1 + 1} / (tf.n + {_BM25_K1} * (
-                1 - {_BM25_B} + {_BM25_B} * tf.text_len / GREATEST(stats.avgdl, 1)))) AS score
-            FROM tf JOIN idf ON idf.lexeme = tf.lexeme, stats
+            SELECT tf.id, SUM(idf.w * tf.n * ?::float8 / (tf.n + ?::float8 + ?::float8 * tf.dl))
+                AS score
+            FROM tf JOIN idf ON idf.lexeme = tf.lexeme
             GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT ?
         """
-        rows = self.query_tuples(sql, [text, *params, scope.tenant, scope.principal, limit])
+        k1, b = _BM25_K1, _BM25_B
+        rows = self.query_tuples(
+            sql,
+            [text, *params, n_docs, k1 + 1, k1 * (1 - b), k1 * b / max(avgdl, 1.0), limit],
+        )
         return [(str(rid), float(score)) for rid, score in rows]
 
     def search(
