@@ -99,9 +99,9 @@ def store_error(what: str, exc: BaseException) -> StoreError:
     still tell a ``UNIQUE`` failure from a lock timeout.
     """
     name = type(exc).__name__
-    integrity = "Integrity" in name or any(
-        "IntegrityError" in k.__name__ for k in type(exc).__mro__
-    )
+    integrity = any(k.__name__ == "IntegrityError" for k in type(exc).__mro__)
+    if integrity and name != "IntegrityError":
+        name += " (IntegrityError)"  # psycopg's UniqueViolation, ForeignKeyViolation, ...
     cls = StoreIntegrityError if integrity else StoreError
     return cls(f"{what} failed: {name}: {exc}")
 

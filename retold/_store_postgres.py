@@ -275,7 +275,7 @@ def _drop_trigger(match: re.Match[str]) -> str:
 
 
 def adapt_ddl(script: str) -> str:
-    """SQLite-flavoured DDL (the portable subset) spelled for PostgreSQL; idempotent.
+    """SQLite-flavoured DDL (the portable subset) spelled for PostgreSQL.
 
     A table without an integer key gets SQLite's implicit ``rowid`` as an identity column
     (so ``ORDER BY rowid`` keeps meaning write order), and :meth:`PostgresStore.query`

@@ -8,6 +8,7 @@ Collected only when ``RETOLD_TEST_POSTGRES_URL`` names a test cluster (see conft
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,45 @@ def store(clock: FixedClock) -> Iterator[PostgresStore]:
         s = PostgresStore(POSTGRES_URL, schema=schema, clock=clock, id_factory=counter_ids())
         yield s
         s.close()
+
+
+def test_same_config_ranks_alike_on_both_stores(tmp_path: Path, clock: FixedClock) -> None:
+    """One corpus and one RetrievalConfig (lexical, then hybrid) rank the same records in the
+    same order on SQLite and PostgreSQL."""
+    import anyio
+
+    from retold import HybridRetriever, Principal, RecordDraft, RetrievalConfig, SQLiteStore
+
+    from .test_retrieval import HashEmbedder
+
+    alice = Principal(tenant="acme", principal="alice")
+    corpus = [
+        "Caroline went to the LGBTQ support group on Tuesday",
+        "Melanie painted a sunrise over the lake last summer",
+        "Caroline is researching adoption agencies",
+        "Melanie ran a charity race for mental health",
+        "The support group gave Caroline courage to transition",
+        "Melanie's kids love the beach and the pottery class",
+        "Pottery class again: Melanie made a bowl for the kids",
+    ]
+    question = "What did Caroline do at the support group?"
+    assert POSTGRES_URL is not None
+    with fresh_pg_schema() as schema:
+        lite = SQLiteStore(tmp_path / "a.db", clock=clock, id_factory=counter_ids())
+        pg = PostgresStore(POSTGRES_URL, schema=schema, clock=clock, id_factory=counter_ids())
+        for config, embedder in (
+            (RetrievalConfig(dense=False), None),
+            (RetrievalConfig(), HashEmbedder()),
+        ):
+            ranked = []
+            for s in (lite, pg):
+                if not s.list_records(alice):
+                    for text in corpus:
+                        s.add(alice, RecordDraft(text=text))
+                retriever = HybridRetriever(s, config=config, embedder=embedder)
+                result = anyio.run(lambda r=retriever: r.search(alice, question, limit=5))
+                ranked.append([(c.record.id, sorted(c.paths)) for c in result.candidates])
+            assert ranked[0] == ranked[1]
+            assert len(ranked[0]) == 5
+        lite.close()
+        pg.close()
