@@ -54,8 +54,18 @@ def _random(alphabet: str, n: int) -> str:
 
 def _list(url: str, tenant: str, principal: str) -> dict[str, object]:
     out = subprocess.run(
-        [*RETOLD, "memory", "list", "--db", url, "--json"]
-        + ["--tenant", tenant, "--principal", principal],
+        [
+            *RETOLD,
+            "memory",
+            "list",
+            "--db",
+            url,
+            "--json",
+            "--tenant",
+            tenant,
+            "--principal",
+            principal,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
