@@ -19,13 +19,15 @@ every component; the thread offload costs one thread hop per call, which is smal
 network round trip. Every wait is bounded: pool checkout (``pool_timeout_s``), connect
 (``connect_timeout_s``), statements and lock waits (``statement_timeout_ms``).
 
-``search()`` is BM25 (k1=1.2, b=0.75, FTS5's constants and IDF formula) computed in SQL
-over a stored ``tsvector`` column with a GIN index; statistics (N, average length, document
-frequency) are computed within the principal's scope, so no other tenant's data moves a
-score. The text search configuration ``retold`` stems like FTS5's porter tokenizer and keeps
-stop words (FTS5 has none). :meth:`PostgresStore.bm25_rows` is the lexical stage a
-retriever can call. Components' SQLite-style DDL is spelled for PostgreSQL by
-:func:`adapt_ddl`; SQLite triggers and FTS5 are not translated.
+Lexical search (``search()``, and the retrieval lexical stage through :meth:`PostgresStore.bm25`)
+is Okapi BM25 with FTS5's constants and formula, computed in SQL over a generated
+``tsvector`` column with a GIN index; its collection statistics are kept per scope
+(``lexical_stats``), so no other tenant's data moves a score. The text search configuration
+``retold`` stems like FTS5's porter tokenizer (Snowball English) and keeps stop words (FTS5
+has none). Components' SQLite-style DDL, row triggers included, is spelled for PostgreSQL
+by :func:`adapt_ddl`; the few queries that cannot be portable go through
+:mod:`retold._retrieval_sql`. Driver errors are raised as :class:`~retold.StoreError`
+(:class:`~retold.StoreIntegrityError` for integrity violations), as SQLiteStore raises them.
 """
 
 from __future__ import annotations
