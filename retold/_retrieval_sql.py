@@ -14,9 +14,11 @@ of the store's :class:`RetrievalSQL`, picked by :func:`retrieval_sql` from
   embedding indexing): on PostgreSQL an identity value is handed out before its row
   commits, so the read waits for the scope's in-flight writes before a watermark may pass
   them;
+* concurrency: the row lock (``FOR SHARE``) that makes "is this record still alive?" hold
+  until the reading write commits, and :meth:`~RetrievalSQL.serialize` for writers of one
+  index (SQLite runs one write at a time anyway; PostgreSQL needs an advisory lock);
 * query spellings: keeping a column off the index choice (SQLite's unary ``+``), an index
-  hint, ``group_concat``, tag membership in a JSON array, and the row lock (``FOR SHARE``)
-  that makes "is this record still alive?" hold until the reading write commits.
+  hint, ``group_concat``, tag membership in a JSON array.
 
 A change to retrieval's SQL that stays portable needs nothing here; a new dialect-specific
 need becomes one method on both classes.
@@ -54,6 +56,12 @@ class RetrievalSQL:
     def has_tag(self, column: str) -> str:
         """A condition: the JSON array in ``column`` holds the string bound to its ``?``."""
         return f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = ?)"
+
+    def serialize(self, w: Any, name: str) -> None:
+        """Make writes that call this with ``name`` run one at a time (until ``w`` ends).
+
+        SQLite needs nothing: its write transactions already run one at a time.
+        """
 
     def records_after(
         self, store: Any, scope: Principal, rowid: int, limit: int | None = None
@@ -119,6 +127,11 @@ class PostgresRetrievalSQL(RetrievalSQL):
             f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(({column})::jsonb) AS t(value) "
             "WHERE t.value = ?)"
         )
+
+    def serialize(self, w: Any, name: str) -> None:
+        # READ COMMITTED: without it, two processes embedding the same new records would
+        # both miss the other's uncommitted rows and collide on the unique keys.
+        w.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [name])
 
     def records_after(
         self, store: Any, scope: Principal, rowid: int, limit: int | None = None

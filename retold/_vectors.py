@@ -239,6 +239,8 @@ def write_vectors(
     else:
         return
     with store.write() as w:
+        lock = f"vectors:{len(scope.tenant)}:{scope.tenant}:{scope.principal}:{model}"
+        retrieval_sql(store).serialize(w, lock)
         row = w.query(
             "SELECT dimensions, trained_count, generation FROM vector_indexes "
             "WHERE tenant = ? AND principal = ? AND model_id = ?",

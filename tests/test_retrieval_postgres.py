@@ -123,3 +123,45 @@ def test_same_config_ranks_alike_on_both_stores(tmp_path: Path, clock: FixedCloc
             assert len(ranked[0]) == 5
         lite.close()
         pg.close()
+
+
+def test_concurrent_indexers_embed_and_index_each_record_once() -> None:
+    """Four processes' worth of stores search one new scope at once: every record gets one
+    vector and its entity names, and no indexer fails on another's uncommitted rows."""
+    import threading
+
+    import anyio
+
+    from retold import HybridRetriever, Principal, RecordDraft, RetrievalConfig
+
+    from .test_retrieval import HashEmbedder
+
+    alice = Principal(tenant="acme", principal="alice")
+    assert POSTGRES_URL is not None
+    with fresh_pg_schema() as schema:
+        stores = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(4)]
+        for i in range(40):
+            stores[0].add(alice, RecordDraft(text=f"Trip {i} to Lisbon with Margarethe"))
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def search(store: PostgresStore) -> None:
+            retriever = HybridRetriever(store, config=RetrievalConfig(), embedder=HashEmbedder())
+            start.wait()
+            try:
+                anyio.run(lambda: retriever.search(alice, "Lisbon trip"))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=search, args=(s,)) for s in stores]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        counts = stores[0].query("SELECT record_id, COUNT(*) AS n FROM vectors GROUP BY record_id")
+        assert len(counts) == 40 and {c["n"] for c in counts} == {1}
+        named = stores[0].query("SELECT COUNT(DISTINCT record_id) AS n FROM retrieval_entities")
+        assert named == [{"n": 40}]
+        for s in stores:
+            s.close()
