@@ -120,7 +120,8 @@ def test_same_config_ranks_alike_on_both_stores(tmp_path: Path, clock: FixedCloc
                 result = anyio.run(lambda r=retriever: r.search(alice, question, limit=5))
                 ranked.append([(c.record.id, sorted(c.paths)) for c in result.candidates])
             assert ranked[0] == ranked[1]
-            assert len(ranked[0]) == 5
+            assert len(ranked[0]) >= 3  # the Caroline records lead on both
+            assert {rid for rid, _ in ranked[0][:3]} == {"r000001", "r000003", "r000005"}
         lite.close()
         pg.close()
 
