@@ -32,6 +32,7 @@ by :func:`adapt_ddl`; the few queries that cannot be portable go through
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import threading
@@ -50,7 +51,15 @@ from ._records import (
     Record,
 )
 from ._redaction import Redactor
-from ._store import _RECORD_COLUMNS, _row_to_record, _SharedStoreOps, _WriterBase, iso
+from ._store import (
+    _RECORD_COLUMNS,
+    Deadline,
+    _row_to_record,
+    _SharedStoreOps,
+    _WriterBase,
+    current_deadline,
+    iso,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -434,6 +443,8 @@ class PostgresStore(_SharedStoreOps):
         self._on_write_step = on_write_step
         self._local = threading.local()
         self._ensured: dict[str, int] = {}
+        self._statement_timeout_ms = int(statement_timeout_ms)
+        self._pool_timeout_s = float(pool_timeout_s)
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
         options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
         # psycopg prepares a statement run 5 times; PostgreSQL's generic plan for it then
@@ -488,16 +499,21 @@ class PostgresStore(_SharedStoreOps):
         self._pool.close()
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, deadline: Deadline | None = None) -> Iterator[psycopg.Connection[Any]]:
         current = getattr(self._local, "conn", None)
         if current is not None:
             yield current
             return
         _, psycopg_pool = _psycopg()
+        wait = self._pool_timeout_s
+        if deadline is not None:
+            wait = max(0.001, min(wait, deadline.remaining()))
         try:
-            cm = self._pool.connection()
+            cm = self._pool.connection(timeout=wait)
             conn = cm.__enter__()
         except psycopg_pool.PoolTimeout as exc:
+            if deadline is not None and deadline.passed():
+                raise deadline.exceeded("waiting for a connection") from exc
             raise StoreError(
                 f"no PostgreSQL connection free within the pool timeout: {exc}"
             ) from exc
@@ -539,34 +555,58 @@ class PostgresStore(_SharedStoreOps):
     def query(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[dict[str, Any]]:
-        """Run a read-only query (``?`` placeholders) and return its rows as dicts."""
-        psycopg, _ = _psycopg()
-        if isinstance(params, Mapping):
-            raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
-        with self._connection() as conn:
-            try:
-                return _rows(sql, list(conn.execute(pg_sql(sql), list(params)).fetchall()))
-            except psycopg.errors.QueryCanceled as exc:
-                raise StoreError(f"query timed out: {exc}") from exc
-            except psycopg.Error as exc:
-                raise store_error("a read", exc) from exc
+        """Run a read-only query (``?`` placeholders) and return its rows as dicts.
+
+        Under a :class:`~retold.Deadline` (the turn path) the pool checkout and the
+        statement are bounded by the time left, and a read cut short raises
+        :class:`~retold.DeadlineExceeded`, as on SQLite.
+        """
+        return _rows(sql, self._read(sql, params, tuples=False))
 
     def query_tuples(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         """Like :meth:`query`, rows as plain tuples (hot read paths: id and vector scans)."""
+        return self._read(sql, params, tuples=True)
+
+    def _read(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any], *, tuples: bool
+    ) -> list[Any]:
         psycopg, _ = _psycopg()
-        from psycopg.rows import tuple_row
+        from psycopg.rows import dict_row, tuple_row
 
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
-        with self._connection() as conn:
+        writing = getattr(self._local, "conn", None) is not None
+        deadline = None if writing else current_deadline()
+        limit_ms: int | None = None
+        if deadline is not None:
+            left = deadline.remaining()
+            if left <= 0:
+                raise deadline.exceeded("a read")
+            if left * 1000 < self._statement_timeout_ms:
+                limit_ms = max(1, math.ceil(left * 1000))
+        with self._connection(deadline) as conn:
             try:
-                # Binary results: a bytea vector arrives as its bytes, not as hex text.
-                with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-                    cur.execute(pg_sql(sql), list(params))
-                    return list(cur.fetchall())
+                if limit_ms is not None:
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", [str(limit_ms)]
+                    )
+                try:
+                    # Binary results: a bytea vector arrives as its bytes, not as hex text.
+                    factory = tuple_row if tuples else dict_row
+                    with conn.cursor(row_factory=factory, binary=tuples) as cur:
+                        cur.execute(pg_sql(sql), list(params))
+                        return list(cur.fetchall())
+                finally:
+                    if limit_ms is not None and not conn.closed:
+                        conn.execute(
+                            "SELECT set_config('statement_timeout', %s, false)",
+                            [str(self._statement_timeout_ms)],
+                        )
             except psycopg.errors.QueryCanceled as exc:
+                if deadline is not None and (limit_ms is not None or deadline.passed()):
+                    raise deadline.exceeded("a read") from exc
                 raise StoreError(f"query timed out: {exc}") from exc
             except psycopg.Error as exc:
                 raise store_error("a read", exc) from exc

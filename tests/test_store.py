@@ -362,3 +362,24 @@ def test_sqlite_triggers_and_types_are_spelled_for_postgres() -> None:
         "CREATE TRIGGER purge AFTER UPDATE OF lifecycle ON records FOR EACH ROW "
         "WHEN (NEW.lifecycle = 'deleted') EXECUTE FUNCTION retold_trigger_purge();"
     ) in ddl
+
+
+def test_a_read_past_its_deadline_is_cut_short(store: Store) -> None:
+    """Under a turn-path Deadline a long read stops at the deadline (DeadlineExceeded) on
+    every store, and the connection then serves ordinary reads again."""
+    import time
+
+    from retold import DeadlineExceeded
+    from retold._store import Deadline, bounded_by
+
+    slow = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) "
+        "SELECT COUNT(*) AS n FROM c"
+    )
+    started = time.monotonic()
+    with bounded_by(Deadline.after(0.2)), pytest.raises(DeadlineExceeded):
+        store.query(slow)
+    assert time.monotonic() - started < 10
+    assert store.query("SELECT 1 AS x") == [{"x": 1}]
+    if store.dialect == "postgresql":
+        assert {r["statement_timeout"] for r in store.query("SHOW statement_timeout")} == {"30s"}
