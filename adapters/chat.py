@@ -21,7 +21,6 @@ construction, because appended search results reach the model whatever admission
 from __future__ import annotations
 
 import inspect
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retold._activation import ActivationPolicy
 from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
-from retold._errors import InvalidInputError, StoreError, UsageError
+from retold._errors import InvalidInputError, StoreError, StoreIntegrityError, UsageError
 from retold._extraction import ExtractionResult, Extractor, extract_session
 from retold._orchestrator import (
     GenerationRequest,
@@ -574,7 +573,7 @@ def _write_turns(store: SQLiteStore, scope: Principal, turns: Sequence[Transcrip
         with store.write(tenant=scope.tenant) as w:
             for t in turns:
                 store.insert_turn(w, scope, t)
-    except sqlite3.IntegrityError as exc:
+    except StoreIntegrityError as exc:
         raise InvalidInputError(
             "turn_index",
             f"session {turns[0].session_id!r} already has turn {turns[0].turn_index} "

@@ -35,17 +35,17 @@ import inspect
 import json
 import re
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from ._config import UtilityAwareConfig
 from ._errors import InvalidInputError, UsageError
+from ._open import scratch_store
 from ._packing import PackingConfig, pack
 from ._records import Candidate, Principal, ProfileBlock, RecordDraft, RecordKind, SourceType
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
@@ -378,7 +378,11 @@ def register(sub: Any) -> None:
         help=f"pack: retrieval limit (300); orchestrator: the cap (max_candidates, 8); "
         f"tool: memory_search's limit ({TOOL_LIMIT})",
     )
-    p.add_argument("--db", help="SQLite file to ingest into (default: a temporary file)")
+    p.add_argument(
+        "--db",
+        help="SQLite file to ingest into (default: a temporary file), or a postgresql:// URL "
+        "(a fresh schema there, dropped afterwards)",
+    )
     p.add_argument(
         "--backfill",
         action="store_true",
@@ -420,24 +424,23 @@ def _main(args: argparse.Namespace) -> int:
     if budget <= 0 or candidates <= 0:
         raise InvalidInputError("budget", "--budget and --candidates must be > 0")
     misses: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.db or str(Path(tmp) / "evidence.db")
-        with SQLiteStore(path) as store:
-            report = anyio.run(
-                lambda: run_evidence(
-                    data,
-                    budget=budget,
-                    store=store,
-                    config=config,
-                    packing=packing,
-                    counter=counter,
-                    embedder=embedder,
-                    candidates=candidates,
-                    misses=misses,
-                    path=args.path,
-                    planner=planner,
-                )
+    with scratch_store(args.db, "evidence.db") as opened:
+        store = cast(SQLiteStore, opened)  # components take the Store protocol's subset
+        report = anyio.run(
+            lambda: run_evidence(
+                data,
+                budget=budget,
+                store=store,
+                config=config,
+                packing=packing,
+                counter=counter,
+                embedder=embedder,
+                candidates=candidates,
+                misses=misses,
+                path=args.path,
+                planner=planner,
             )
+        )
     report["retrieval"]["mode"] = args.retrieval
     report["bundle"] = args.bundle
     if args.misses:

@@ -30,18 +30,17 @@ import argparse
 import hashlib
 import json
 import random
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import numpy as np
 
 from ._bench_evidence import _percentile
 from ._errors import InvalidInputError
+from ._open import scratch_store
 from ._packing import PackingConfig, pack
 from ._records import Principal, RecordDraft, RecordKind
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
@@ -214,7 +213,7 @@ def run_retrieval_bench(
         "mean_records_packed": sum(packed) / len(packed) if packed else 0.0,
         "write_records_per_s": n / write_s if write_s > 0 else 0.0,
         "entity_index_records_per_s": n / index_s if index_s > 0 else 0.0,
-        "write_mode": "one transaction per record (SQLiteStore.add)",
+        "write_mode": f"one transaction per record ({type(store).__name__}.add)",
         "retrieval": json.loads(config.canonical_json()),
     }
 
@@ -240,23 +239,26 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--candidates", type=int, default=8, help="search limit (8: the orchestrator's cap)"
     )
-    p.add_argument("--db", help="SQLite file (default: a temporary file)")
+    p.add_argument(
+        "--db",
+        help="SQLite file (default: a temporary file), or a postgresql:// URL (a fresh schema "
+        "there, dropped afterwards)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.db or str(Path(tmp) / "retrieval.db")
-        with SQLiteStore(path) as store:
-            report = run_retrieval_bench(
-                args.records,
-                store=store,
-                queries=args.queries,
-                budget=args.budget,
-                dense=args.dense,
-                candidates=args.candidates,
-            )
+    with scratch_store(args.db, "retrieval.db") as opened:
+        report = run_retrieval_bench(
+            args.records,
+            store=cast(SQLiteStore, opened),  # the Store protocol's subset is used
+            queries=args.queries,
+            budget=args.budget,
+            dense=args.dense,
+            candidates=args.candidates,
+        )
+        report["store"] = opened.dialect
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:

@@ -10,6 +10,7 @@
     │   └── TokenizerUnavailableError  a token-counter encoding cannot be loaded
     └── RuntimeFailure             something outside the caller's control failed
         ├── StoreError             the database refused or failed a read or write
+        │   ├── StoreIntegrityError  a write broke a uniqueness or integrity rule
         │   └── DeadlineExceeded   a read or lock wait on the turn path hit its deadline
         ├── PolicyError            a policy timed out, raised, or returned garbage
         └── AdapterHTTPError       a provider answered with an error status
@@ -28,6 +29,7 @@ __all__ = [
     "RetoldError",
     "RuntimeFailure",
     "StoreError",
+    "StoreIntegrityError",
     "TokenizerUnavailableError",
     "UnfittedBundleError",
     "UsageError",
@@ -79,6 +81,29 @@ class RuntimeFailure(RetoldError):
 
 class StoreError(RuntimeFailure):
     """The database refused or failed a read or write."""
+
+
+class StoreIntegrityError(StoreError):
+    """A write broke a uniqueness or integrity rule (a duplicate key, an append-only table).
+
+    Raised the same way by every store: the driver's own error (``sqlite3.IntegrityError``,
+    ``psycopg.IntegrityError``) is its ``__cause__``, and the message names its type.
+    """
+
+
+def store_error(what: str, exc: BaseException) -> StoreError:
+    """The store-neutral error for a database driver's ``exc`` raised while doing ``what``.
+
+    Integrity violations become :class:`StoreIntegrityError`, everything else
+    :class:`StoreError`; the message names the driver's error type, so logs and tests can
+    still tell a ``UNIQUE`` failure from a lock timeout.
+    """
+    name = type(exc).__name__
+    integrity = any(k.__name__ == "IntegrityError" for k in type(exc).__mro__)
+    if integrity and name != "IntegrityError":
+        name += " (IntegrityError)"  # psycopg's UniqueViolation, ForeignKeyViolation, ...
+    cls = StoreIntegrityError if integrity else StoreError
+    return cls(f"{what} failed: {name}: {exc}")
 
 
 class DeadlineExceeded(StoreError):

@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -16,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ._errors import InvalidInputError
 from ._store import SQLiteStore, Store
 
-__all__ = ["is_postgres_url", "open_store"]
+__all__ = ["is_postgres_url", "open_store", "scratch_store"]
 
 _PG_SCHEMES = ("postgresql", "postgres")
 
@@ -69,3 +73,34 @@ def open_store(url: str | Path, *, must_exist: bool = False, **options: Any) -> 
         if path.parent and not path.parent.exists():
             raise InvalidInputError("db", f"directory {str(path.parent)!r} does not exist")
     return SQLiteStore(text, **options)
+
+
+@contextmanager
+def scratch_store(db: str | None, filename: str) -> Iterator[Store]:
+    """The store a benchmark writes into, closed (and, when made here, removed) at the end.
+
+    ``db`` is a SQLite file path (kept), None (a temporary file named ``filename``), or a
+    ``postgresql://`` URL: then the benchmark writes into a fresh schema of that database,
+    dropped afterwards, unless the URL names one with ``retold_schema=`` (kept).
+    """
+    if db is not None and is_postgres_url(db):
+        from ._store_postgres import PostgresStore
+
+        if "retold_schema=" in db:
+            with open_store(db) as kept:
+                yield kept
+            return
+        name = "retold_bench_" + secrets.token_hex(4)
+        store = open_store(db + ("&" if "?" in db else "?") + f"retold_schema={name}")
+        assert isinstance(store, PostgresStore)
+        try:
+            yield store
+        finally:
+            try:
+                store.drop_schema()
+            finally:
+                store.close()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        with open_store(db or str(Path(tmp) / filename)) as store:
+            yield store

@@ -59,6 +59,7 @@ from ._policies import (
 )
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
+from ._retrieval_sql import retrieval_sql
 from ._store import _RECORD_COLUMNS, Deadline, SQLiteStore, _row_to_record, bounded_by, iso
 from ._turn_input import check_prepare_turn
 from ._typing import Retriever
@@ -1099,11 +1100,12 @@ class UtilityAwareOrchestrator:
             return []
         ids = [c.record.id for c in candidates]
         marks = ", ".join("?" for _ in ids)
+        hint = retrieval_sql(self.store).no_index
         rows = self.store.query(
-            # Unary + keeps the planner on the id index: on the scope index this would read
-            # every record of the principal (200 ms at 20k records).
+            # Unary + keeps SQLite's planner on the id index: on the scope index this would
+            # read every record of the principal (200 ms at 20k records).
             f"SELECT {_RECORD_COLUMNS} FROM records "
-            f"WHERE +tenant = ? AND +principal = ? AND id IN ({marks})",
+            f"WHERE {hint}tenant = ? AND {hint}principal = ? AND id IN ({marks})",
             [scope.tenant, scope.principal, *ids],
         )
         stored = {row["id"]: _row_to_record(row) for row in rows}

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
+from ._retrieval_sql import RetrievalSQL, retrieval_sql
 from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
@@ -211,11 +212,6 @@ def query_terms(text: str, *, drop_stopwords: bool = True) -> list[str]:
     return kept or words
 
 
-def _match_expression(terms: Sequence[str]) -> str | None:
-    # Quoted terms: user text can never inject FTS5 syntax.
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
-
-
 def extract_entities(text: str) -> set[str]:
     """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased."""
     found: set[str] = set()
@@ -248,14 +244,16 @@ def _live_filter(
     alias: str = "r",
     *,
     by_id: bool = False,
+    dialect: RetrievalSQL | None = None,
 ) -> tuple[str, list[Any]]:
     """The scope and lifecycle filter on ``alias``.
 
     ``by_id``: the query also looks rows up by id; unary ``+`` keeps these columns off the
-    index choice, so SQLite reads the ids through the id index instead of scanning the scope.
+    index choice, so SQLite reads the ids through the id index instead of scanning the scope
+    (``dialect`` spells that hint for the store).
     """
     if by_id:
-        alias = "+" + alias
+        alias = (dialect or RetrievalSQL()).no_index + alias
     states = [LifecycleState.ACTIVE.value]
     if config.include_superseded:
         states.append(LifecycleState.SUPERSEDED.value)
@@ -354,35 +352,48 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     transaction, so erased text leaves no names behind.
     """
     ensure_retrieval_schema(store)
+    dialect = retrieval_sql(store)
     rows = store.query(
         "SELECT last_rowid FROM retrieval_watermarks "
         "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
         [scope.tenant, scope.principal],
     )
     mark = int(rows[0]["last_rowid"]) if rows else 0
-    new = store.query(
-        # Unary + keeps the scope columns off the index: a rowid range scan from the mark
-        # reads only the new rows instead of the principal's whole history.
-        "SELECT rowid, id, text, lifecycle FROM records "
-        "WHERE rowid > ? AND +tenant = ? AND +principal = ? ORDER BY rowid",
-        [mark, scope.tenant, scope.principal],
-    )
+    new = dialect.records_after(store, scope, mark)
     if not new:
         return 0
     with store.write() as w:
+        ids = [row["id"] for row in new if row["lifecycle"] != "deleted"]
+        # Only records still alive as this write commits get names: one deleted since the
+        # read above was purged by its trigger and must stay purged.
+        alive: set[str] = set()
+        for at in range(0, len(ids), 900):
+            chunk = ids[at : at + 900]
+            alive.update(
+                r["id"]
+                for r in w.query(
+                    "SELECT id FROM records WHERE tenant = ? AND principal = ? "
+                    f"AND lifecycle != 'deleted' AND id IN ({', '.join('?' for _ in chunk)})"
+                    + dialect.for_share,
+                    [scope.tenant, scope.principal, *chunk],
+                )
+            )
         for row in new:
-            if row["lifecycle"] == "deleted":
+            if row["id"] not in alive:
                 continue
             for entity in sorted(extract_entities(row["text"])):
                 w.execute(
-                    "INSERT OR IGNORE INTO retrieval_entities (tenant, principal, entity, "
-                    "record_id) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO retrieval_entities (tenant, principal, entity, record_id) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [scope.tenant, scope.principal, entity, row["id"]],
                 )
+        # Two indexers may race: the watermark only moves forward.
         w.execute(
             "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
             "VALUES (?, ?, 'entity', ?) ON CONFLICT (tenant, principal, stage) "
-            "DO UPDATE SET last_rowid = excluded.last_rowid",
+            "DO UPDATE SET last_rowid = CASE WHEN excluded.last_rowid > "
+            "retrieval_watermarks.last_rowid THEN excluded.last_rowid "
+            "ELSE retrieval_watermarks.last_rowid END",
             [scope.tenant, scope.principal, int(new[-1]["rowid"])],
         )
     return len(new)
@@ -464,6 +475,7 @@ class HybridRetriever:
         self.config = config or RetrievalConfig()
         self.embedder = embedder
         self.reranker = reranker
+        self.dialect = retrieval_sql(store)
         ensure_retrieval_schema(store)
         ensure_vector_schema(store)
 
@@ -675,7 +687,7 @@ class HybridRetriever:
 
     def _alive(self, scope: Principal, now: datetime, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` that pass the scope and lifecycle filter."""
-        where, params = _live_filter(self.config, scope, now, by_id=True)
+        where, params = _live_filter(self.config, scope, now, by_id=True, dialect=self.dialect)
         out: set[str] = set()
         for at in range(0, len(ids), 900):
             chunk = ids[at : at + 900]
@@ -695,7 +707,7 @@ class HybridRetriever:
         """The live rows among ``ids`` (scope and lifecycle filtered in SQL), by id."""
         if not ids:
             return {}
-        where, params = _live_filter(self.config, scope, now, by_id=True)
+        where, params = _live_filter(self.config, scope, now, by_id=True, dialect=self.dialect)
         out: dict[str, dict[str, Any]] = {}
         # Chunks stay under SQLite's bound-parameter limit on every build.
         for at in range(0, len(ids), 900):
@@ -711,17 +723,13 @@ class HybridRetriever:
     def _lexical(
         self, scope: Principal, terms: Sequence[str], now: datetime
     ) -> list[tuple[str, float]]:
-        match = _match_expression(terms)
-        if match is None:
+        if not terms:
             return []
         where, params = _live_filter(self.config, scope, now)
-        rows = self.store.query_tuples(
-            "SELECT r.id, -bm25(records_fts) AS score "
-            "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
-            [match, *params, self.config.lexical_limit],
+        # FTS5 BM25 on SQLite, BM25 over the tsvector column on PostgreSQL (_retrieval_sql).
+        return self.dialect.lexical(
+            self.store, scope, terms, where, params, self.config.lexical_limit
         )
-        return [(str(rid), float(score)) for rid, score in rows]
 
     def _entity(self, scope: Principal, query: str, now: datetime) -> list[tuple[str, float]]:
         index_entities(self.store, scope)
@@ -751,7 +759,7 @@ class HybridRetriever:
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
         rows = self.store.query_tuples(
-            "SELECT r.id, group_concat(e.entity, ' ') AS ents "
+            f"SELECT r.id, {self.dialect.group_concat('e.entity')} AS ents "
             "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
             f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
             "GROUP BY r.id",
@@ -788,8 +796,9 @@ class HybridRetriever:
         speakers: frozenset[str] = frozenset()
         if self.config.entity_skip_speakers:
             rows = self.store.query(
-                "SELECT DISTINCT speaker FROM records INDEXED BY retrieval_records_speaker "
-                "WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
+                "SELECT DISTINCT speaker FROM records"
+                + self.dialect.index_hint("retrieval_records_speaker")
+                + " WHERE tenant = ? AND principal = ? AND speaker IS NOT NULL",
                 [scope.tenant, scope.principal],
             )
             speakers = frozenset(w.lower() for r in rows for w in _WORD.findall(r["speaker"]))
@@ -1101,7 +1110,7 @@ class BudgetedReader:
         where, params = _live_filter(RetrievalConfig(), scope, self.store.clock())
         sql = f"SELECT {_columns('r')} FROM records r WHERE {where}"
         if tag is not None:
-            sql += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)"
+            sql += " AND " + retrieval_sql(self.store).has_tag("r.tags")
             params.append(tag)
         sql += " ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ? OFFSET ?"
         return [_row_to_record(row) for row in self.store.query(sql, [*params, size, offset])]

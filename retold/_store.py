@@ -30,7 +30,14 @@ import structlog
 from pydantic import ValidationError
 from sqlite_utils import Database
 
-from ._errors import DeadlineExceeded, InvalidInputError, StoreError, UsageError
+from ._errors import (
+    DeadlineExceeded,
+    InvalidInputError,
+    StoreError,
+    StoreIntegrityError,
+    UsageError,
+    store_error,
+)
 from ._records import (
     Activation,
     Event,
@@ -202,6 +209,15 @@ def _interrupted(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc).lower()
 
 
+def _sqlite_cause(exc: BaseException) -> sqlite3.Error | None:
+    """The sqlite3 error ``exc`` is, or was translated from (None for other errors)."""
+    if isinstance(exc, sqlite3.Error):
+        return exc
+    if isinstance(exc, StoreError) and isinstance(exc.__cause__, sqlite3.Error):
+        return exc.__cause__
+    return None
+
+
 _CORE_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE retold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -296,25 +312,25 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in unique)
 
 
-class Writer:
-    """The write side of one open transaction: the only door to every column (SR-1).
+class _WriterBase:
+    """What every store's writer shares: the one door to every column (SR-1).
 
     Every bound value passes the redactor of the row's tenant first: strings (and strings
     that are themselves encoded JSON, decoded and redacted value by value), and lists or
     dicts, which are redacted value by value and only then encoded as JSON text. The
     tenant is the row's ``tenant`` column for :meth:`insert`, the scope for :meth:`event`,
-    and ``tenant`` (from :meth:`SQLiteStore.write`) for raw statements.
+    and ``tenant`` (from the store's ``write(tenant=...)``) for raw statements. A store's
+    writer supplies :meth:`execute` and :meth:`query`.
     """
 
-    def __init__(self, store: SQLiteStore, tenant: str | None = None) -> None:
-        self._store = store
-        self.now = store.clock()
-        self.tenant = tenant
+    _store: Any
+    now: datetime
+    tenant: str | None
 
     def redactor(self, tenant: str | None = None) -> Redactor:
         """The redactor this write uses for ``tenant`` (default: the write's tenant)."""
         tenant = tenant if tenant is not None else self.tenant
-        base = self._store.redactor
+        base: Redactor = self._store.redactor
         return base if tenant is None else base.for_tenant(tenant)
 
     def clean(self, value: Any, tenant: str | None = None) -> Any:
@@ -336,27 +352,26 @@ class Writer:
         params: Sequence[Any] | dict[str, Any] = (),
         *,
         tenant: str | None = None,
-    ) -> sqlite3.Cursor:
+    ) -> Any:
         """Run one statement inside the transaction with redacted parameters."""
-        cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params, tenant))
-        return cursor
+        raise NotImplementedError
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        """Read inside the transaction (sees its uncommitted writes)."""
+        raise NotImplementedError
 
     def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
         """Insert one row; returns the number of rows written (0 when ignored)."""
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        tail = " ON CONFLICT DO NOTHING" if or_ignore else ""
         tenant = row.get("tenant")
         cur = self.execute(
-            f"{verb} INTO {table} ({cols}) VALUES ({marks})",
+            f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}",
             list(row.values()),
             tenant=tenant if isinstance(tenant, str) else None,
         )
-        return cur.rowcount
-
-    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        """Read inside the transaction (sees its uncommitted writes)."""
-        return list(self._store.db.query(sql, params))
+        return int(cur.rowcount)
 
     def step(self, name: str) -> None:
         """Mark a point inside a write; the store's fault seam may raise here (tests)."""
@@ -382,6 +397,30 @@ class Writer:
             [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
             tenant=scope.tenant,
         )
+
+
+class Writer(_WriterBase):
+    """The write side of one open SQLite transaction (see :class:`_WriterBase` for SR-1)."""
+
+    def __init__(self, store: SQLiteStore, tenant: str | None = None) -> None:
+        self._store = store
+        self.now = store.clock()
+        self.tenant = tenant
+
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[Any] | dict[str, Any] = (),
+        *,
+        tenant: str | None = None,
+    ) -> sqlite3.Cursor:
+        """Run one statement inside the transaction with redacted parameters."""
+        cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params, tenant))
+        return cursor
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        """Read inside the transaction (sees its uncommitted writes)."""
+        return list(self._store.db.query(sql, params))
 
 
 class WriteTx(Protocol):
@@ -543,27 +582,40 @@ class Store(Protocol):
 class _SharedStoreOps:
     """The store operations whose SQL is the same on every dialect, written once.
 
-    ``SQLiteStore`` and ``PostgresStore`` inherit them; each supplies the transaction
-    (``write``), the reads (``query``, ``_fetch``, ``_require``) and ``delete``, which differ.
+    ``SQLiteStore`` and ``PostgresStore`` inherit them. Each supplies the transaction
+    (``write``, which raises driver errors as :class:`StoreError`), the reads (``query``),
+    ``search``, and the hooks where the dialects differ: :meth:`_index` and :meth:`_unindex`
+    (SQLite's FTS5 table; PostgreSQL's ``tsvector`` is a generated column),
+    :meth:`_lock_for_insert` (PostgreSQL's advisory locks) and ``_row_lock`` (the clause
+    that locks a record read inside a write).
     """
 
     _clock: Clock
+    _new_id: Callable[[], str]
+    redactor: Redactor
+    #: Appended to a record read inside a write that is about to change it.
+    _row_lock = ""
 
     if TYPE_CHECKING:
 
-        def write(self, *, tenant: str | None = None) -> AbstractContextManager[WriteTx]: ...
+        def write(self, *, tenant: str | None = None) -> AbstractContextManager[Any]: ...
 
         def query(
             self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
         ) -> list[dict[str, Any]]: ...
 
-        def _fetch(self, reader: Any, scope: Principal, record_id: str) -> Record | None: ...
-
-        def _require(self, w: Any, scope: Principal, record_id: str, field: str) -> Record: ...
-
-        def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
-
         def close(self) -> None: ...
+
+    # -- dialect hooks ------------------------------------------------------------------
+
+    def _index(self, w: Any, record_id: str) -> None:
+        """Add the record's text to the lexical index (in the write)."""
+
+    def _unindex(self, w: Any, record_id: str) -> None:
+        """Remove the record's text from the lexical index (in the write, before erasing)."""
+
+    def _lock_for_insert(self, w: Any, scope: Principal, idempotency_key: str | None) -> None:
+        """Take the locks a record insert needs before its idempotency check."""
 
     @property
     def clock(self) -> Clock:
@@ -612,6 +664,204 @@ class _SharedStoreOps:
     def get(self, scope: Principal, record_id: str) -> Record | None:
         """The record with ``record_id`` in ``scope`` (any lifecycle), or None."""
         return self._fetch(self, scope, record_id)
+
+    def _fetch(
+        self, reader: Any, scope: Principal, record_id: str, *, lock: bool = False
+    ) -> Record | None:
+        rows = reader.query(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?"
+            + (self._row_lock if lock else ""),
+            [scope.tenant, scope.principal, record_id],
+        )
+        return _row_to_record(rows[0]) if rows else None
+
+    def _require(self, w: Any, scope: Principal, record_id: str, field: str) -> Record:
+        # Locked (PostgreSQL: FOR UPDATE): two writers superseding or deleting one record
+        # serialise on its row.
+        record = self._fetch(w, scope, record_id, lock=True)
+        if record is None:
+            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
+        return record
+
+    def add(
+        self,
+        scope: Principal,
+        draft: RecordDraft,
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+    ) -> Record:
+        """Write a new record (redacted) with its index entry and ``record.created`` event.
+
+        If ``draft.supersedes`` names a record, that record is closed (``superseded``) in the
+        same transaction. If ``draft.idempotency_key`` is already stored for the principal,
+        nothing is written and the stored record is returned.
+
+        Raises:
+            InvalidInputError: ambient activation from extraction or a tool call (the attempt
+                is audited), or a supersedes/conflict id not found in this scope.
+            StoreError: the database refused the write (nothing of it is stored).
+        """
+        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
+        with self.write() as w:
+            record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
+        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
+        return record
+
+    def add_batch(
+        self,
+        scope: Principal,
+        drafts: Sequence[RecordDraft],
+        *,
+        origin: WriteOrigin = WriteOrigin.HOST,
+        actor: str = "host",
+        also: Callable[[Any], None] | None = None,
+    ) -> list[Record]:
+        """Write several records, and whatever ``also`` writes, in one transaction.
+
+        Either every record (with its index entries and events) and ``also``'s rows are
+        stored, or none are: a batch killed midway leaves nothing behind. Drafts later in the
+        batch may supersede records written earlier in it.
+        """
+        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
+        with self.write() as w:
+            records = [self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts]
+            if also is not None:
+                also(w)
+        log.debug("records_written", count=len(records), tenant=scope.tenant)
+        return records
+
+    def insert_record(
+        self, w: Any, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
+    ) -> Record:
+        """Insert one record inside an open transaction (see :meth:`add` for the semantics).
+
+        For composing a larger atomic write; callers outside a transaction use :meth:`add`.
+        An ambient draft from an untrusted origin raises here too, but only :meth:`add`,
+        :meth:`add_batch` and :meth:`refuse_untrusted_ambient` audit the attempt (an event
+        written inside the caller's transaction would roll back with it).
+        """
+        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
+            raise InvalidInputError(
+                "activation", f"a write from {origin.value} cannot set ambient activation"
+            )
+        key = None
+        if draft.idempotency_key is not None:
+            key = w.clean(draft.idempotency_key, scope.tenant)
+        self._lock_for_insert(w, scope, key)
+        if key is not None:
+            rows = w.query(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+                "AND idempotency_key = ?",
+                [scope.tenant, scope.principal, key],
+            )
+            if rows:
+                return _row_to_record(rows[0])
+        if draft.supersedes is not None:
+            old = self._require(w, scope, draft.supersedes, "supersedes")
+            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
+                raise InvalidInputError(
+                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
+                )
+        for other in draft.conflicts_with:
+            self._require(w, scope, other, "conflicts_with")
+        now = w.now
+        record_id = self._new_id()
+        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
+        record = Record.model_validate(
+            {
+                **body,
+                "id": record_id,
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "idempotency_key": draft.idempotency_key,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        # Redact before building the row so the returned record equals the stored one.
+        record = self._redacted(record, scope.tenant)
+        w.insert("records", _record_row(record))
+        w.step("record_inserted")
+        self._index(w, record.id)
+        w.step("fts_indexed")
+        w.event(
+            scope,
+            "record.created",
+            actor=actor,
+            record_id=record.id,
+            data={"origin": origin.value, "kind": record.kind.value},
+        )
+        if draft.supersedes is not None:
+            w.execute(
+                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
+                "WHERE tenant = ? AND principal = ? AND id = ?",
+                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
+            )
+            w.step("superseded")
+            w.event(
+                scope,
+                "record.superseded",
+                actor=actor,
+                record_id=draft.supersedes,
+                data={"superseded_by": record.id},
+            )
+        for other in draft.conflicts_with:
+            self._link_conflict(w, scope, other, record.id)
+            w.event(
+                scope,
+                "record.conflict_linked",
+                actor=actor,
+                record_id=record.id,
+                data={"other": other},
+            )
+        w.step("before_commit")
+        return record
+
+    def _redacted(self, record: Record, tenant: str) -> Record:
+        r = self.redactor.for_tenant(tenant).redact
+        return record.model_copy(
+            update={
+                "text": r(record.text),
+                "speaker": r(record.speaker) if record.speaker else record.speaker,
+                "attribute": r(record.attribute) if record.attribute else record.attribute,
+                "tags": tuple(r(t) for t in record.tags),
+            }
+        )
+
+    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
+        """Delete a record: its text is erased everywhere; the row and its events stay.
+
+        In one transaction: the lexical index entry goes, the text and speaker are
+        erased, and the components' purge triggers remove what they derived from the text
+        (entity names, vectors).
+
+        Raises:
+            InvalidInputError: no such record in ``scope``.
+        """
+        with self.write() as w:
+            record = self._require(w, scope, record_id, "id")
+            if record.lifecycle is not LifecycleState.DELETED:
+                self._unindex(w, record_id)
+                w.execute(
+                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
+                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
+                    [iso(w.now), scope.tenant, scope.principal, record_id],
+                )
+                # The erased (empty) text is indexed again, so the index still mirrors the
+                # records table row for row (FTS5's integrity check passes).
+                self._index(w, record_id)
+                w.step("deleted")
+                w.event(
+                    scope,
+                    "record.deleted",
+                    actor=actor,
+                    record_id=record_id,
+                    data={"previous": record.lifecycle.value},
+                )
+            deleted = self._require(w, scope, record_id, "id")
+        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
+        return deleted
 
     def list_records(
         self,
@@ -765,6 +1015,84 @@ class _SharedStoreOps:
         """Append one audit event in its own transaction."""
         with self.write() as w:
             w.event(scope, type, actor=actor, record_id=record_id, data=data)
+
+    def events(
+        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
+    ) -> list[Event]:
+        """Audit events in ``scope``, oldest first."""
+        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
+        if record_id is not None:
+            where.append("record_id = ?")
+            params.append(record_id)
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        rows = self.query(
+            "SELECT id, tenant, principal, record_id, type, actor, time, data FROM events "
+            f"WHERE {' AND '.join(where)} ORDER BY id",
+            params,
+        )
+        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
+
+    # -- transcript ---------------------------------------------------------------------
+
+    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Persist one transcript turn (redacted). A turn index is written once per session.
+
+        Raises:
+            InvalidInputError: the session already has a turn with this index.
+        """
+        try:
+            with self.write(tenant=scope.tenant) as w:
+                return self.insert_turn(w, scope, turn)
+        except StoreIntegrityError as exc:
+            raise InvalidInputError(
+                "turn_index",
+                f"session {turn.session_id!r} already has turn {turn.turn_index}",
+            ) from exc
+
+    def insert_turn(self, w: Any, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Insert one transcript turn inside an open transaction; returns it as stored.
+
+        For composing a larger atomic write (a chat turn's user turn, decision and reply);
+        a duplicate index makes the enclosing ``write()`` raise :class:`StoreIntegrityError`
+        and the whole transaction rolls back.
+        """
+        redact = self.redactor.for_tenant(scope.tenant).redact
+        clean = turn.model_copy(
+            update={
+                "text": redact(turn.text),
+                "speaker": redact(turn.speaker) if turn.speaker else turn.speaker,
+            }
+        )
+        w.insert(
+            "transcript_turns",
+            {
+                "tenant": scope.tenant,
+                "principal": scope.principal,
+                "session_id": clean.session_id,
+                "turn_index": clean.turn_index,
+                "role": clean.role.value,
+                "speaker": clean.speaker,
+                "text": clean.text,
+                "time": iso(clean.time),
+            },
+        )
+        w.step(f"turn_{clean.role.value}")
+        return clean
+
+    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        session_id = scope_id("session_id", session_id)
+        return self._turns(scope, "session_id = ?", [session_id])
+
+    def next_turn_index(self, scope: Principal, session_id: str) -> int:
+        session_id = scope_id("session_id", session_id)
+        rows = self.query(
+            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
+            "WHERE tenant = ? AND principal = ? AND session_id = ?",
+            [scope.tenant, scope.principal, session_id],
+        )
+        return int(rows[0]["n"])
 
 
 class SQLiteStore(_SharedStoreOps):
@@ -941,12 +1269,12 @@ class SQLiteStore(_SharedStoreOps):
                 # An interrupted statement may already have rolled the transaction back.
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                if (
-                    deadline is not None
-                    and isinstance(exc, sqlite3.Error)
-                    and (_interrupted(exc) or deadline.passed())
-                ):
-                    raise deadline.exceeded("a write") from exc
+                driver = _sqlite_cause(exc)
+                if deadline is not None and driver is not None:
+                    if _interrupted(driver) or deadline.passed():
+                        raise deadline.exceeded("a write") from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise store_error("a write", exc) from exc
                 raise
         finally:
             self._local.writer = None
@@ -1023,7 +1351,7 @@ class SQLiteStore(_SharedStoreOps):
         except sqlite3.Error as exc:
             if deadline is not None and (_interrupted(exc) or deadline.passed()):
                 raise deadline.exceeded("a read") from exc
-            raise
+            raise store_error("a read", exc) from exc
         finally:
             if cursor is not None:
                 cursor.close()
@@ -1118,173 +1446,6 @@ class SQLiteStore(_SharedStoreOps):
 
     # -- records ------------------------------------------------------------------------
 
-    def _fetch(
-        self, reader: Writer | SQLiteStore, scope: Principal, record_id: str
-    ) -> Record | None:
-        rows = reader.query(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?",
-            [scope.tenant, scope.principal, record_id],
-        )
-        return _row_to_record(rows[0]) if rows else None
-
-    def _require(self, w: Writer, scope: Principal, record_id: str, field: str) -> Record:
-        record = self._fetch(w, scope, record_id)
-        if record is None:
-            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
-        return record
-
-    def add(
-        self,
-        scope: Principal,
-        draft: RecordDraft,
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-    ) -> Record:
-        """Write a new record (redacted) with its index entry and ``record.created`` event.
-
-        If ``draft.supersedes`` names a record, that record is closed (``superseded``) in the
-        same transaction. If ``draft.idempotency_key`` is already stored for the principal,
-        nothing is written and the stored record is returned.
-
-        Raises:
-            InvalidInputError: ambient activation from extraction or a tool call (the attempt
-                is audited), or a supersedes/conflict id not found in this scope.
-        """
-        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
-        except sqlite3.Error as exc:
-            raise StoreError(f"record write failed: {exc}") from exc
-        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
-        return record
-
-    def add_batch(
-        self,
-        scope: Principal,
-        drafts: Sequence[RecordDraft],
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-        also: Callable[[Writer], None] | None = None,
-    ) -> list[Record]:
-        """Write several records, and whatever ``also`` writes, in one transaction.
-
-        Either every record (with its index entries and events) and ``also``'s rows are
-        stored, or none are: a batch killed midway leaves nothing behind. Drafts later in the
-        batch may supersede records written earlier in it.
-        """
-        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                records = [
-                    self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts
-                ]
-                if also is not None:
-                    also(w)
-        except sqlite3.Error as exc:
-            raise StoreError(f"batch write failed: {exc}") from exc
-        log.debug("records_written", count=len(records), tenant=scope.tenant)
-        return records
-
-    def insert_record(
-        self, w: Writer, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
-    ) -> Record:
-        """Insert one record inside an open transaction (see :meth:`add` for the semantics).
-
-        For composing a larger atomic write; callers outside a transaction use :meth:`add`.
-        An ambient draft from an untrusted origin raises here too, but only :meth:`add`,
-        :meth:`add_batch` and :meth:`refuse_untrusted_ambient` audit the attempt (an event
-        written inside the caller's transaction would roll back with it).
-        """
-        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
-            raise InvalidInputError(
-                "activation", f"a write from {origin.value} cannot set ambient activation"
-            )
-        if draft.idempotency_key is not None:
-            rows = w.query(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
-                "AND idempotency_key = ?",
-                [scope.tenant, scope.principal, w.clean(draft.idempotency_key, scope.tenant)],
-            )
-            if rows:
-                return _row_to_record(rows[0])
-        if draft.supersedes is not None:
-            old = self._require(w, scope, draft.supersedes, "supersedes")
-            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
-                raise InvalidInputError(
-                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
-                )
-        for other in draft.conflicts_with:
-            self._require(w, scope, other, "conflicts_with")
-        now = w.now
-        record_id = self._new_id()
-        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
-        record = Record.model_validate(
-            {
-                **body,
-                "id": record_id,
-                "tenant": scope.tenant,
-                "principal": scope.principal,
-                "idempotency_key": draft.idempotency_key,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
-        # Redact before building the row so the returned record equals the stored one.
-        record = self._redacted(record, scope.tenant)
-        w.insert("records", _record_row(record))
-        w.step("record_inserted")
-        w.execute(
-            "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records WHERE id = ?",
-            [record.id],
-        )
-        w.step("fts_indexed")
-        w.event(
-            scope,
-            "record.created",
-            actor=actor,
-            record_id=record.id,
-            data={"origin": origin.value, "kind": record.kind.value},
-        )
-        if draft.supersedes is not None:
-            w.execute(
-                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
-                "WHERE tenant = ? AND principal = ? AND id = ?",
-                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
-            )
-            w.step("superseded")
-            w.event(
-                scope,
-                "record.superseded",
-                actor=actor,
-                record_id=draft.supersedes,
-                data={"superseded_by": record.id},
-            )
-        for other in draft.conflicts_with:
-            self._link_conflict(w, scope, other, record.id)
-            w.event(
-                scope,
-                "record.conflict_linked",
-                actor=actor,
-                record_id=record.id,
-                data={"other": other},
-            )
-        w.step("before_commit")
-        return record
-
-    def _redacted(self, record: Record, tenant: str) -> Record:
-        r = self.redactor.for_tenant(tenant).redact
-        return record.model_copy(
-            update={
-                "text": r(record.text),
-                "speaker": r(record.speaker) if record.speaker else record.speaker,
-                "attribute": r(record.attribute) if record.attribute else record.attribute,
-                "tags": tuple(r(t) for t in record.tags),
-            }
-        )
-
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
@@ -1307,122 +1468,18 @@ class SQLiteStore(_SharedStoreOps):
         )
         return [(_row_to_record(row), float(row["score"])) for row in rows]
 
-    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
-        """Delete a record: its text is erased (and unindexed); the row and its events stay.
+    def _index(self, w: _WriterBase, record_id: str) -> None:
+        w.execute(
+            "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records WHERE id = ?",
+            [record_id],
+        )
 
-        Raises:
-            InvalidInputError: no such record in ``scope``.
-        """
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is not LifecycleState.DELETED:
-                self._unindex(w, record_id)
-                w.execute(
-                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
-                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
-                    [iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                # The erased (empty) text is indexed again, so the FTS index still mirrors
-                # the records table row for row and FTS5's integrity check passes.
-                w.execute(
-                    "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records "
-                    "WHERE id = ?",
-                    [record_id],
-                )
-                w.step("deleted")
-                w.event(
-                    scope,
-                    "record.deleted",
-                    actor=actor,
-                    record_id=record_id,
-                    data={"previous": record.lifecycle.value},
-                )
-            deleted = self._require(w, scope, record_id, "id")
-        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
-        return deleted
-
-    def _unindex(self, w: Writer, record_id: str) -> None:
+    def _unindex(self, w: _WriterBase, record_id: str) -> None:
         w.execute(
             "INSERT INTO records_fts (records_fts, rowid, text) "
             "SELECT 'delete', rowid, text FROM records WHERE id = ?",
             [record_id],
         )
-
-    # -- transcript ---------------------------------------------------------------------
-
-    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
-        """Persist one transcript turn (redacted). A turn index is written once per session.
-
-        Raises:
-            InvalidInputError: the session already has a turn with this index.
-        """
-        try:
-            with self.write(tenant=scope.tenant) as w:
-                return self.insert_turn(w, scope, turn)
-        except sqlite3.IntegrityError as exc:
-            raise InvalidInputError(
-                "turn_index",
-                f"session {turn.session_id!r} already has turn {turn.turn_index}",
-            ) from exc
-
-    def insert_turn(self, w: Writer, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
-        """Insert one transcript turn inside an open transaction; returns it as stored.
-
-        For composing a larger atomic write (a chat turn's user turn, decision and reply);
-        a duplicate index raises ``sqlite3.IntegrityError`` and the caller's transaction
-        rolls back whole.
-        """
-        redact = self.redactor.for_tenant(scope.tenant).redact
-        clean = turn.model_copy(
-            update={
-                "text": redact(turn.text),
-                "speaker": redact(turn.speaker) if turn.speaker else turn.speaker,
-            }
-        )
-        w.insert(
-            "transcript_turns",
-            {
-                "tenant": scope.tenant,
-                "principal": scope.principal,
-                "session_id": clean.session_id,
-                "turn_index": clean.turn_index,
-                "role": clean.role.value,
-                "speaker": clean.speaker,
-                "text": clean.text,
-                "time": iso(clean.time),
-            },
-        )
-        w.step(f"turn_{clean.role.value}")
-        return clean
-
-    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
-        session_id = scope_id("session_id", session_id)
-        return self._turns(scope, "session_id = ?", [session_id])
-
-    def next_turn_index(self, scope: Principal, session_id: str) -> int:
-        session_id = scope_id("session_id", session_id)
-        rows = self.query(
-            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
-            "WHERE tenant = ? AND principal = ? AND session_id = ?",
-            [scope.tenant, scope.principal, session_id],
-        )
-        return int(rows[0]["n"])
-
-    # -- events -------------------------------------------------------------------------
-
-    def events(
-        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
-    ) -> list[Event]:
-        """Audit events in ``scope``, oldest first."""
-        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
-        if record_id is not None:
-            where.append("record_id = ?")
-            params.append(record_id)
-        if type is not None:
-            where.append("type = ?")
-            params.append(type)
-        rows = self.query(f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id", params)
-        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
 
 
 def _record_row(record: Record) -> dict[str, Any]:

@@ -19,18 +19,20 @@ every component; the thread offload costs one thread hop per call, which is smal
 network round trip. Every wait is bounded: pool checkout (``pool_timeout_s``), connect
 (``connect_timeout_s``), statements and lock waits (``statement_timeout_ms``).
 
-``search()`` is BM25 (k1=1.2, b=0.75, FTS5's constants and IDF formula) computed in SQL
-over a stored ``tsvector`` column with a GIN index; statistics (N, average length, document
-frequency) are computed within the principal's scope, so no other tenant's data moves a
-score. The text search configuration ``retold`` stems like FTS5's porter tokenizer and keeps
-stop words (FTS5 has none). :meth:`PostgresStore.bm25_rows` is the lexical stage a
-retriever can call. Components' SQLite-style DDL is spelled for PostgreSQL by
-:func:`adapt_ddl`; SQLite triggers and FTS5 are not translated.
+Lexical search (``search()``, and the retrieval lexical stage through :meth:`PostgresStore.bm25`)
+is Okapi BM25 with FTS5's constants and formula, computed in SQL over a generated
+``tsvector`` column with a GIN index; its collection statistics are kept per scope
+(``lexical_stats``), so no other tenant's data moves a score. The text search configuration
+``retold`` stems like FTS5's porter tokenizer (Snowball English) and keeps stop words (FTS5
+has none). Components' SQLite-style DDL, row triggers included, is spelled for PostgreSQL
+by :func:`adapt_ddl`; the few queries that cannot be portable go through
+:mod:`retold._retrieval_sql`. Driver errors are raised as :class:`~retold.StoreError`
+(:class:`~retold.StoreIntegrityError` for integrity violations), as SQLiteStore raises them.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 import secrets
 import threading
@@ -43,24 +45,19 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ._errors import InvalidInputError, StoreError, UsageError
+from ._errors import InvalidInputError, StoreError, UsageError, store_error
 from ._records import (
-    Activation,
-    Event,
-    LifecycleState,
     Principal,
     Record,
-    RecordDraft,
-    TranscriptTurn,
-    WriteOrigin,
 )
 from ._redaction import Redactor
 from ._store import (
     _RECORD_COLUMNS,
-    _UNTRUSTED_ORIGINS,
-    _record_row,
+    Deadline,
     _row_to_record,
     _SharedStoreOps,
+    _WriterBase,
+    current_deadline,
     iso,
 )
 
@@ -197,12 +194,43 @@ _CORE_MIGRATIONS: tuple[str, ...] = (
     CREATE FUNCTION instr(text, text) RETURNS integer
         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT strpos($1, $2) $$;
     """,
+    # Watermark reads (entity and embedding indexing) scan a scope's rows after a rowid.
+    """
+    CREATE INDEX records_scope_rowid ON records (tenant, principal, rowid);
+    """,
+    # BM25's collection statistics per scope, kept as FTS5 keeps its own: every record
+    # written counts, a deleted one with its erased (empty) text. Rows are added by
+    # PostgresStore._lexical_stats as they are read (a watermark, like entity indexing);
+    # a text change of a counted row (deletion) adjusts the total in its own transaction.
+    """
+    CREATE TABLE lexical_stats (
+        tenant TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        last_rowid BIGINT NOT NULL,
+        docs BIGINT NOT NULL,
+        total_len BIGINT NOT NULL,
+        PRIMARY KEY (tenant, principal)
+    );
+    CREATE FUNCTION retold_lexical_stats_text() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE lexical_stats SET total_len = total_len - OLD.text_len + NEW.text_len
+            WHERE tenant = NEW.tenant AND principal = NEW.principal
+            AND last_rowid >= NEW.rowid;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER lexical_stats_text AFTER UPDATE OF text ON records
+        FOR EACH ROW WHEN (OLD.text_len IS DISTINCT FROM NEW.text_len)
+        EXECUTE FUNCTION retold_lexical_stats_text();
+    """,
 )
 
 
 # The portable subset of SQLite DDL the components write, and its PostgreSQL spelling:
 # a component that keeps to it (TEXT/INTEGER/REAL/BLOB columns, AUTOINCREMENT keys, plain
-# and partial indexes) needs no second copy of its migrations.
+# and partial indexes, row triggers whose body is plain SQL) needs no second copy of its
+# migrations. TEXT columns get COLLATE "C", so comparisons and ORDER BY are byte order, as
+# in SQLite, whatever the cluster's default collation (type names are matched in upper
+# case only, so a column called ``text`` keeps its name).
 _DDL_ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b", re.I),
@@ -210,21 +238,71 @@ _DDL_ADAPTATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
     (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
-    (re.compile(r"\)\s*WITHOUT\s+ROWID", re.I), ")"),
+    (re.compile(r"\bTEXT\b(?!\s+(?:COLLATE|SEARCH)\b)"), 'TEXT COLLATE "C"'),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),  # SQLite's INTEGER holds 64 bits
 )
 
-
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", re.I)
+_WITHOUT_ROWID = re.compile(r"\s*WITHOUT\s+ROWID", re.I)
 _NAMES_ROWID = re.compile(r"\browid\b", re.I)
+_CREATE_TRIGGER = re.compile(
+    r"CREATE\s+TRIGGER\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>\w+)\s+"
+    r"(?P<when>BEFORE|AFTER)\s+(?P<event>[^;]+?)\s+ON\s+(?P<table>\w+)\s+"
+    r"(?:FOR\s+EACH\s+ROW\s+)?(?:WHEN\s+(?P<cond>[^;]+?)\s+)?"
+    r"BEGIN\b(?P<body>.*?)\bEND\s*;",
+    re.I | re.S,
+)
+_DROP_TRIGGER = re.compile(r"DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?(?P<name>\w+)\s*;", re.I)
+_RAISE_ABORT = re.compile(r"SELECT\s+RAISE\s*\(\s*ABORT\s*,\s*('(?:[^']|'')*')\s*\)", re.I)
+
+
+def _trigger(match: re.Match[str]) -> str:
+    # A SQLite row trigger becomes a PL/pgSQL trigger function (the body's statements run
+    # as they are: NEW and OLD mean the same) and a FOR EACH ROW trigger calling it.
+    name, table = match["name"], match["table"]
+    body = _RAISE_ABORT.sub(r"RAISE EXCEPTION \1", match["body"]).strip()
+    cond = f" WHEN ({match['cond'].strip()})" if match["cond"] else ""
+    return (
+        f"CREATE OR REPLACE FUNCTION retold_trigger_{name}() RETURNS trigger "
+        f"LANGUAGE plpgsql AS $retold$ BEGIN {body} "
+        "IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $retold$;\n"
+        f"CREATE TRIGGER {name} {match['when'].upper()} {match['event'].strip()} ON {table} "
+        f"FOR EACH ROW{cond} EXECUTE FUNCTION retold_trigger_{name}();"
+    )
+
+
+def _drop_trigger(match: re.Match[str]) -> str:
+    # PostgreSQL names a trigger per table; SQLite's DROP TRIGGER names none. The table is
+    # looked up in the current schema (each schema may hold its own copy of the trigger).
+    name = match["name"]
+    return (
+        "DO $retold$ DECLARE t text; BEGIN "
+        "SELECT format('%I.%I', n.nspname, c.relname) INTO t FROM pg_trigger g "
+        "JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE g.tgname = '{name}' AND n.nspname = current_schema(); "
+        f"IF t IS NOT NULL THEN EXECUTE format('DROP TRIGGER {name} ON %s', t); END IF; "
+        "END $retold$;"
+    )
 
 
 def adapt_ddl(script: str) -> str:
-    """SQLite-flavoured DDL (the portable subset) spelled for PostgreSQL; idempotent.
+    """SQLite-flavoured DDL (the portable subset) spelled for PostgreSQL.
 
     A table without an integer key gets SQLite's implicit ``rowid`` as an identity column
     (so ``ORDER BY rowid`` keeps meaning write order), and :meth:`PostgresStore.query`
-    hides it from ``SELECT *`` as SQLite does.
+    hides it from ``SELECT *`` as SQLite does; a ``WITHOUT ROWID`` table gets none. Row
+    triggers (``CREATE TRIGGER ... BEGIN ...; END``) become PL/pgSQL trigger functions, and
+    ``DROP TRIGGER`` finds the trigger's table in the current schema.
     """
+    triggers: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        triggers.append(_trigger(match))
+        return f"\x00{len(triggers) - 1}\x00"
+
+    # Trigger bodies are plain SQL that the column-type rewrites must not touch.
+    script = _CREATE_TRIGGER.sub(keep, script)
+    script = _DROP_TRIGGER.sub(_drop_trigger, script)
     for pattern, replacement in _DDL_ADAPTATIONS:
         script = pattern.sub(replacement, script)
     out: list[str] = []
@@ -236,11 +314,14 @@ def adapt_ddl(script: str) -> str:
             end += 1
         body = script[match.end() : end]
         out.append(script[pos : match.end()])
-        if not re.search(r"\bIDENTITY\b|\browid\b", body, re.I):
+        without_rowid = _WITHOUT_ROWID.match(script, end)
+        if not without_rowid and not re.search(r"\bIDENTITY\b|\browid\b", body, re.I):
             out.append("rowid BIGINT GENERATED ALWAYS AS IDENTITY, ")
-        pos = match.end()
+        out.append(body)
+        pos = without_rowid.end() if without_rowid else end
     out.append(script[pos:])
-    return "".join(out)
+    script = "".join(out)
+    return re.sub("\x00(\\d+)\x00", lambda m: triggers[int(m[1])], script)
 
 
 def _rows(sql: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -274,41 +355,32 @@ def _psycopg() -> Any:
     return psycopg, psycopg_pool
 
 
-class PostgresWriter:
-    """The write side of one open PostgreSQL transaction. Every bound string is redacted."""
+class PostgresWriter(_WriterBase):
+    """The write side of one open PostgreSQL transaction (see ``_WriterBase`` for SR-1)."""
 
     def __init__(
         self, store: PostgresStore, conn: psycopg.Connection[Any], tenant: str | None = None
     ) -> None:
         self._store = store
         self._conn = conn
-        self.tenant = tenant  # selects the per-tenant redaction key, as SQLiteStore's Writer
+        self.tenant = tenant  # selects the per-tenant redaction key of raw statements
         self.now = store.clock()
 
-    def _clean(self, params: Sequence[Any] | Mapping[str, Any]) -> Any:
-        base = self._store.redactor
-        redact = (base.for_tenant(self.tenant) if self.tenant is not None else base).redact
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[Any] | Mapping[str, Any] = (),
+        *,
+        tenant: str | None = None,
+    ) -> Any:
+        """Run one statement inside the transaction with redacted parameters."""
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
-        return [redact(v) if isinstance(v, str) else v for v in params]
-
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
-        """Run one statement inside the transaction with redacted parameters."""
-        return self._conn.execute(pg_sql(sql), self._clean(params))
+        return self._conn.execute(pg_sql(sql), self._clean(params, tenant))
 
     def _raw(self, sql: str, params: Sequence[Any] = ()) -> Any:
         # Schema and key bookkeeping only (values that are not user data); no redaction.
         return self._conn.execute(pg_sql(sql), list(params))
-
-    def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int:
-        """Insert one row; returns the number of rows written (0 when ignored)."""
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        tail = " ON CONFLICT DO NOTHING" if or_ignore else ""
-        cur = self.execute(
-            f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", list(row.values())
-        )
-        return int(cur.rowcount)
 
     def query(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -317,28 +389,6 @@ class PostgresWriter:
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
         return _rows(sql, list(self._conn.execute(pg_sql(sql), list(params)).fetchall()))
-
-    def step(self, name: str) -> None:
-        """Mark a point inside a write; the store's fault seam may raise here (tests)."""
-        if self._store._on_write_step is not None:
-            self._store._on_write_step(name)
-
-    def event(
-        self,
-        scope: Principal,
-        type: str,
-        *,
-        actor: str,
-        record_id: str | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append one audit event in this transaction."""
-        payload = json.dumps(self._store.redactor.redact_value(dict(data or {})), sort_keys=True)
-        self.execute(
-            "INSERT INTO events (tenant, principal, record_id, type, actor, time, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [scope.tenant, scope.principal, record_id, type, actor, iso(self.now), payload],
-        )
 
 
 class PostgresStore(_SharedStoreOps):
@@ -365,6 +415,7 @@ class PostgresStore(_SharedStoreOps):
     """
 
     dialect = "postgresql"
+    _row_lock = " FOR UPDATE"
 
     def __init__(
         self,
@@ -392,8 +443,14 @@ class PostgresStore(_SharedStoreOps):
         self._on_write_step = on_write_step
         self._local = threading.local()
         self._ensured: dict[str, int] = {}
+        self._statement_timeout_ms = int(statement_timeout_ms)
+        self._pool_timeout_s = float(pool_timeout_s)
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
         options += f" -c idle_in_transaction_session_timeout={int(statement_timeout_ms) * 2}"
+        # psycopg prepares a statement run 5 times; PostgreSQL's generic plan for it then
+        # guesses at range and list parameters (a watermark's ``rowid > ?`` scanned the whole
+        # scope: 7 ms instead of 0.1). Plan each execution with its parameters instead.
+        options += " -c plan_cache_mode=force_custom_plan"
         if schema is not None:
             options += f" -c search_path={schema}"
         try:
@@ -427,15 +484,14 @@ class PostgresStore(_SharedStoreOps):
     def _create_schema(self, schema: str) -> None:
         from psycopg import sql
 
-        psycopg, _ = _psycopg()
         try:
             with self.write() as w:
                 w._raw("SELECT pg_advisory_xact_lock(?)", [_lock_key("schema:" + schema)])
                 w._conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc
+        except StoreError as exc:
+            raise StoreError(f"cannot create schema {schema!r}: {exc}") from exc.__cause__
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -443,16 +499,21 @@ class PostgresStore(_SharedStoreOps):
         self._pool.close()
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, deadline: Deadline | None = None) -> Iterator[psycopg.Connection[Any]]:
         current = getattr(self._local, "conn", None)
         if current is not None:
             yield current
             return
         _, psycopg_pool = _psycopg()
+        wait = self._pool_timeout_s
+        if deadline is not None:
+            wait = max(0.001, min(wait, deadline.remaining()))
         try:
-            cm = self._pool.connection()
+            cm = self._pool.connection(timeout=wait)
             conn = cm.__enter__()
         except psycopg_pool.PoolTimeout as exc:
+            if deadline is not None and deadline.passed():
+                raise deadline.exceeded("waiting for a connection") from exc
             raise StoreError(
                 f"no PostgreSQL connection free within the pool timeout: {exc}"
             ) from exc
@@ -469,7 +530,9 @@ class PostgresStore(_SharedStoreOps):
         """Open a transaction; commit on success, roll back on any error.
 
         A write opened inside another on the same thread becomes a savepoint of it, and
-        :meth:`query` inside a write reads through the same transaction.
+        :meth:`query` inside a write reads through the same transaction. Driver errors are
+        raised as :class:`StoreError` (integrity violations as
+        :class:`StoreIntegrityError`), as SQLiteStore raises them.
         """
         psycopg, _ = _psycopg()
         with self._connection() as conn:
@@ -483,6 +546,8 @@ class PostgresStore(_SharedStoreOps):
                 raise StoreError(f"write timed out: {exc}") from exc
             except psycopg.errors.LockNotAvailable as exc:
                 raise StoreError(f"write timed out waiting for a lock: {exc}") from exc
+            except psycopg.Error as exc:
+                raise store_error("a write", exc) from exc
             finally:
                 if outer:
                     self._local.conn = None
@@ -490,15 +555,61 @@ class PostgresStore(_SharedStoreOps):
     def query(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[dict[str, Any]]:
-        """Run a read-only query (``?`` placeholders) and return its rows as dicts."""
+        """Run a read-only query (``?`` placeholders) and return its rows as dicts.
+
+        Under a :class:`~retold.Deadline` (the turn path) the pool checkout and the
+        statement are bounded by the time left, and a read cut short raises
+        :class:`~retold.DeadlineExceeded`, as on SQLite.
+        """
+        return _rows(sql, self._read(sql, params, tuples=False))
+
+    def query_tuples(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Like :meth:`query`, rows as plain tuples (hot read paths: id and vector scans)."""
+        return self._read(sql, params, tuples=True)
+
+    def _read(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any], *, tuples: bool
+    ) -> list[Any]:
         psycopg, _ = _psycopg()
+        from psycopg.rows import dict_row, tuple_row
+
         if isinstance(params, Mapping):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
-        with self._connection() as conn:
+        writing = getattr(self._local, "conn", None) is not None
+        deadline = None if writing else current_deadline()
+        limit_ms: int | None = None
+        if deadline is not None:
+            left = deadline.remaining()
+            if left <= 0:
+                raise deadline.exceeded("a read")
+            if left * 1000 < self._statement_timeout_ms:
+                limit_ms = max(1, math.ceil(left * 1000))
+        with self._connection(deadline) as conn:
             try:
-                return _rows(sql, list(conn.execute(pg_sql(sql), list(params)).fetchall()))
+                if limit_ms is not None:
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", [str(limit_ms)]
+                    )
+                try:
+                    # Binary results: a bytea vector arrives as its bytes, not as hex text.
+                    factory = tuple_row if tuples else dict_row
+                    with conn.cursor(row_factory=factory, binary=tuples) as cur:
+                        cur.execute(pg_sql(sql), list(params))
+                        return list(cur.fetchall())
+                finally:
+                    if limit_ms is not None and not conn.closed:
+                        conn.execute(
+                            "SELECT set_config('statement_timeout', %s, false)",
+                            [str(self._statement_timeout_ms)],
+                        )
             except psycopg.errors.QueryCanceled as exc:
+                if deadline is not None and (limit_ms is not None or deadline.passed()):
+                    raise deadline.exceeded("a read") from exc
                 raise StoreError(f"query timed out: {exc}") from exc
+            except psycopg.Error as exc:
+                raise store_error("a read", exc) from exc
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None:
         """Apply the not-yet-applied migrations of ``component``, each in one transaction.
@@ -520,7 +631,9 @@ class PostgresStore(_SharedStoreOps):
                 rows = self.query(
                     "SELECT version FROM retold_schema WHERE component = ?", [component]
                 )
-            except psycopg.errors.UndefinedTable:
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, psycopg.errors.UndefinedTable):
+                    raise
                 rows = []
         if rows and int(rows[0]["version"]) >= len(migrations):
             self._ensured[component] = int(rows[0]["version"])
@@ -547,11 +660,12 @@ class PostgresStore(_SharedStoreOps):
                     )
                     log.debug("schema_migrated", component=component, version=version)
                 self._ensured[component] = version
-            except psycopg.Error as exc:
+            except StoreError as exc:
                 raise StoreError(
                     f"migration {version} of component {component!r} failed on PostgreSQL: "
-                    f"{exc} (does this component ship a PostgreSQL schema?)"
-                ) from exc
+                    f"{exc.__cause__ or exc} (is its DDL in the portable subset adapt_ddl "
+                    "spells for PostgreSQL?)"
+                ) from exc.__cause__
 
     def _stored_key(self) -> bytes:
         with self.write() as w:
@@ -562,6 +676,21 @@ class PostgresStore(_SharedStoreOps):
             )
         row = self.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
         return bytes.fromhex(row[0]["value"])
+
+    def drop_schema(self) -> None:
+        """Drop this store's schema and everything in it (scratch stores: benchmarks, tests).
+
+        Raises:
+            UsageError: the store was opened without an explicit ``schema``.
+        """
+        from psycopg import sql
+
+        if self.schema is None:
+            raise UsageError("drop_schema() needs a store opened with an explicit schema")
+        with self._connection() as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+            )
 
     def checkpoint(self) -> None:
         """Ask the server for a CHECKPOINT (needs superuser or pg_checkpoint rights)."""
@@ -579,266 +708,157 @@ class PostgresStore(_SharedStoreOps):
         recycled). It takes an exclusive lock: run it off peak.
         """
         with self._connection() as conn:
-            for table in ("records", "retrieval_entities", "retrieval_vectors"):
+            for table in ("records", "retrieval_entities", "vectors"):
                 exists = conn.execute("SELECT to_regclass(%s) AS t", [table]).fetchone()
                 if exists and exists["t"] is not None:
                     conn.execute(f"VACUUM FULL {table}")
 
     # -- records ------------------------------------------------------------------------
 
-    def _fetch(
-        self,
-        reader: PostgresWriter | PostgresStore,
-        scope: Principal,
-        record_id: str,
-        *,
-        lock: bool = False,
-    ) -> Record | None:
-        rows = reader.query(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? AND id = ?"
-            + (" FOR UPDATE" if lock else ""),
-            [scope.tenant, scope.principal, record_id],
-        )
-        return _row_to_record(rows[0]) if rows else None
-
-    def _require(self, w: PostgresWriter, scope: Principal, record_id: str, field: str) -> Record:
-        # FOR UPDATE: two writers superseding or deleting one record serialise on its row.
-        record = self._fetch(w, scope, record_id, lock=True)
-        if record is None:
-            raise InvalidInputError(field, f"no record {record_id!r} in this scope")
-        return record
-
-    def _store_error(self, what: str, exc: Exception) -> StoreError:
-        return StoreError(f"{what} failed: {exc}")
-
-    def add(
-        self,
-        scope: Principal,
-        draft: RecordDraft,
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-    ) -> Record:
-        """Write a new record (redacted) with its ``record.created`` event; see SQLiteStore.add."""
-        psycopg, _ = _psycopg()
-        self.refuse_untrusted_ambient(scope, [draft], origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                record = self.insert_record(w, scope, draft, origin=origin, actor=actor)
-        except psycopg.Error as exc:
-            raise self._store_error("record write", exc) from exc
-        log.debug("record_written", record_id=record.id, tenant=scope.tenant)
-        return record
-
-    def add_batch(
-        self,
-        scope: Principal,
-        drafts: Sequence[RecordDraft],
-        *,
-        origin: WriteOrigin = WriteOrigin.HOST,
-        actor: str = "host",
-        also: Callable[[PostgresWriter], None] | None = None,
-    ) -> list[Record]:
-        """Write several records, and whatever ``also`` writes, in one transaction."""
-        psycopg, _ = _psycopg()
-        self.refuse_untrusted_ambient(scope, drafts, origin=origin, actor=actor)
-        try:
-            with self.write() as w:
-                records = [
-                    self.insert_record(w, scope, d, origin=origin, actor=actor) for d in drafts
-                ]
-                if also is not None:
-                    also(w)
-        except psycopg.Error as exc:
-            raise self._store_error("batch write", exc) from exc
-        log.debug("records_written", count=len(records), tenant=scope.tenant)
-        return records
-
-    def insert_record(
-        self,
-        w: PostgresWriter,
-        scope: Principal,
-        draft: RecordDraft,
-        *,
-        origin: WriteOrigin,
-        actor: str,
-    ) -> Record:
-        """Insert one record inside an open transaction (same semantics as SQLiteStore's)."""
-        if draft.activation is Activation.AMBIENT and origin in _UNTRUSTED_ORIGINS:
-            raise InvalidInputError(
-                "activation", f"a write from {origin.value} cannot set ambient activation"
-            )
+    def _lock_for_insert(
+        self, w: PostgresWriter, scope: Principal, idempotency_key: str | None
+    ) -> None:
         # Shared scope lock: records_after() takes it exclusively to see no write in flight.
         w._raw("SELECT pg_advisory_xact_lock_shared(?)", [_scope_lock(scope)])
-        if draft.idempotency_key is not None:
-            key = self.redactor.redact(draft.idempotency_key)
+        if idempotency_key is not None:
             # Writers with one key serialise here, so the second sees the first's commit.
-            w.execute(
+            w._raw(
                 "SELECT pg_advisory_xact_lock(?)",
-                [_lock_key(f"idem:{scope.tenant}:{scope.principal}:{key}")],
+                [_lock_key(f"idem:{scope.tenant}:{scope.principal}:{idempotency_key}")],
             )
-            rows = w.query(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
-                "AND idempotency_key = ?",
-                [scope.tenant, scope.principal, key],
-            )
-            if rows:
-                return _row_to_record(rows[0])
-        if draft.supersedes is not None:
-            old = self._require(w, scope, draft.supersedes, "supersedes")
-            if old.lifecycle in (LifecycleState.DELETED, LifecycleState.SUPERSEDED):
-                raise InvalidInputError(
-                    "supersedes", f"record {old.id!r} is {old.lifecycle.value} already"
-                )
-        for other in draft.conflicts_with:
-            self._require(w, scope, other, "conflicts_with")
-        now = w.now
-        body = draft.model_dump(exclude={"supersedes", "idempotency_key"})
-        record = Record.model_validate(
-            {
-                **body,
-                "id": self._new_id(),
-                "tenant": scope.tenant,
-                "principal": scope.principal,
-                "idempotency_key": draft.idempotency_key,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
-        record = self._redacted(record)
-        # The tsvector and its GIN entry are written by this INSERT (a generated column).
-        w.insert("records", _record_row(record))
-        w.step("record_inserted")
-        w.step("fts_indexed")
-        w.event(
-            scope,
-            "record.created",
-            actor=actor,
-            record_id=record.id,
-            data={"origin": origin.value, "kind": record.kind.value},
-        )
-        if draft.supersedes is not None:
-            w.execute(
-                "UPDATE records SET lifecycle = 'superseded', superseded_by = ?, updated_at = ? "
-                "WHERE tenant = ? AND principal = ? AND id = ?",
-                [record.id, iso(now), scope.tenant, scope.principal, draft.supersedes],
-            )
-            w.step("superseded")
-            w.event(
-                scope,
-                "record.superseded",
-                actor=actor,
-                record_id=draft.supersedes,
-                data={"superseded_by": record.id},
-            )
-        for other in draft.conflicts_with:
-            self._link_conflict(w, scope, other, record.id)
-            w.event(
-                scope,
-                "record.conflict_linked",
-                actor=actor,
-                record_id=record.id,
-                data={"other": other},
-            )
-        w.step("before_commit")
-        return record
 
-    def _redacted(self, record: Record) -> Record:
-        r = self.redactor.redact
-        return record.model_copy(
-            update={
-                "text": r(record.text),
-                "speaker": r(record.speaker) if record.speaker else record.speaker,
-                "attribute": r(record.attribute) if record.attribute else record.attribute,
-                "tags": tuple(r(t) for t in record.tags),
-            }
-        )
-
-    def records_after(self, scope: Principal, rowid: int) -> list[dict[str, Any]]:
+    def records_after(
+        self, scope: Principal, rowid: int, *, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         """``rowid, id, text, lifecycle`` of the scope's records after ``rowid``, in order.
 
         Identity values are handed out before commit, so a plain ``rowid >`` scan could
-        pass a row that commits later with a lower rowid. This read first waits (bounded by
-        the statement timeout) for the scope's in-flight record writes, which hold a shared
-        lock, so a watermark advanced to the last row returned never skips one.
+        pass a row that commits later with a lower rowid. When there is anything new, this
+        read first waits (bounded by the statement timeout) for the scope's in-flight record
+        writes, which hold a shared lock, so a watermark advanced to the last row returned
+        never skips one. With nothing new it returns at once: a row still in flight then
+        has a rowid above the mark and is seen by a later call.
         """
+        tail = " LIMIT ?" if limit is not None else ""
+        extra = [limit] if limit is not None else []
+        if not self.query(
+            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? LIMIT 1",
+            [scope.tenant, scope.principal, rowid],
+        ):
+            return []
         with self.write() as w:
             w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
             return w.query(
                 "SELECT rowid, id, text, lifecycle FROM records "
-                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
-                [scope.tenant, scope.principal, rowid],
+                "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid" + tail,
+                [scope.tenant, scope.principal, rowid, *extra],
             )
 
-    def bm25_rows(
-        self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
-    ) -> list[dict[str, Any]]:
-        """Record rows (alias ``r``, plus ``rowid`` and ``score``) matching any word of ``text``.
+    def _lexical_stats(self, scope: Principal) -> tuple[float, float]:
+        """(N, average length) of the scope's records for BM25; brought up to date first.
 
-        Scored by BM25 with FTS5's constants over the scope's non-deleted records; ``where``
-        and ``params`` are the caller's filter on alias ``r`` (it must filter on the scope).
-        Best first, ties by id. The statistics CTEs are MATERIALIZED: inlined into the
-        per-hit scoring subquery they would be recomputed for every matching row.
+        Counted as FTS5 counts them (every record written, a deleted one with length 0),
+        but per scope. Records written since the last call are added under the scope's
+        exclusive lock (see :meth:`records_after`), so none is skipped or counted twice.
+        """
+        rows = self.query(
+            "SELECT last_rowid, docs, total_len FROM lexical_stats "
+            "WHERE tenant = ? AND principal = ?",
+            [scope.tenant, scope.principal],
+        )
+        mark = int(rows[0]["last_rowid"]) if rows else 0
+        if self.query(
+            "SELECT 1 AS x FROM records WHERE tenant = ? AND principal = ? AND rowid > ? LIMIT 1",
+            [scope.tenant, scope.principal, mark],
+        ):
+            with self.write() as w:
+                w._raw("SELECT pg_advisory_xact_lock(?)", [_scope_lock(scope)])
+                w._raw(
+                    "INSERT INTO lexical_stats (tenant, principal, last_rowid, docs, total_len) "
+                    "VALUES (?, ?, 0, 0, 0) ON CONFLICT DO NOTHING",
+                    [scope.tenant, scope.principal],
+                )
+                w._raw(
+                    "UPDATE lexical_stats s SET last_rowid = GREATEST(s.last_rowid, d.top), "
+                    "docs = s.docs + d.n, total_len = s.total_len + d.len FROM ("
+                    "SELECT COUNT(*) AS n, COALESCE(SUM(r.text_len), 0) AS len, MAX(r.rowid) AS top "
+                    "FROM records r, lexical_stats m WHERE m.tenant = ? AND m.principal = ? "
+                    "AND r.tenant = m.tenant AND r.principal = m.principal "
+                    "AND r.rowid > m.last_rowid) d "
+                    "WHERE s.tenant = ? AND s.principal = ? AND d.n > 0",
+                    [scope.tenant, scope.principal, scope.tenant, scope.principal],
+                )
+                rows = w.query(
+                    "SELECT last_rowid, docs, total_len FROM lexical_stats "
+                    "WHERE tenant = ? AND principal = ?",
+                    [scope.tenant, scope.principal],
+                )
+        docs = float(rows[0]["docs"]) if rows else 0.0
+        return docs, (float(rows[0]["total_len"]) / docs if docs else 0.0)
+
+    def bm25(
+        self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
+    ) -> list[tuple[str, float]]:
+        """``(record id, score)`` of records matching any word of ``text``, best first.
+
+        The lexical stage on PostgreSQL. Matching uses the ``text_tsv`` column and its GIN
+        index (words stemmed by the ``retold`` text search configuration: Snowball English,
+        stop words kept, as FTS5's porter tokenizer keeps them). The score is Okapi BM25 with
+        FTS5's constants and formula (k1=1.2, b=0.75, IDF ``ln((N - n + 0.5) / (n + 0.5))``
+        floored at 1e-6, term frequency from the tsvector's positions), so a configuration
+        ranks alike on both stores. Statistics are the scope's own, so no other tenant's
+        data moves a score (FTS5 counts the whole file): N and the average length as FTS5
+        keeps them (:meth:`_lexical_stats`, maintained incrementally), a word's document
+        frequency n over the rows the filter lets through (FTS5 also counts superseded and
+        expired rows). ``where`` and ``params`` filter alias ``r`` and must include the
+        scope. Ties by id.
         """
         if limit <= 0:
             return []
-        cols = ", ".join(f"r.{c.strip()}" for c in _RECORD_COLUMNS.split(","))
+        n_docs, avgdl = self._lexical_stats(scope)
+        # One pass over the matching rows: each keeps only its query lexemes (ts_filter of
+        # a setweight mark, in C) with their term frequencies; IDF from those rows.
         sql = f"""
-            WITH lex AS MATERIALIZED (
-                SELECT DISTINCT lexeme FROM unnest(to_tsvector('retold', ?::text))
+            WITH q AS MATERIALIZED (
+                SELECT array_agg(DISTINCT lexeme) AS lexemes,
+                       string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS tq
+                FROM unnest(to_tsvector('retold', ?::text))
             ),
-            tq AS MATERIALIZED (
-                SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM lex
+            tf AS MATERIALIZED (
+                SELECT r.id, r.text_len::float8 AS dl, u.lexeme,
+                       COALESCE(array_length(u.positions, 1), 1)::float8 AS n
+                FROM records r, q,
+                     unnest(ts_filter(setweight(r.text_tsv, 'A', q.lexemes), '{{a}}')) u
+                WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}
             ),
-            stats AS MATERIALIZED (
-                SELECT COUNT(*)::float8 AS n, COALESCE(AVG(text_len), 0)::float8 AS avgdl
-                FROM records WHERE tenant = ? AND principal = ? AND lifecycle <> 'deleted'
-            ),
-            df AS MATERIALIZED (
-                SELECT lex.lexeme, (
-                    SELECT COUNT(*) FROM records d
-                    WHERE d.tenant = ? AND d.principal = ? AND d.lifecycle <> 'deleted'
-                    AND d.text_tsv @@ quote_literal(lex.lexeme)::tsquery
-                )::float8 AS df FROM lex
-            ),
-            idf AS MATERIALIZED (
-                SELECT df.lexeme, GREATEST(LN((stats.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) AS w
-                FROM df, stats
-            ),
-            hits AS (
-                SELECT {cols}, r.rowid AS rowid, r.text_tsv, r.text_len
-                FROM records r, tq WHERE tq.q IS NOT NULL AND r.text_tsv @@ tq.q AND {where}
+            idf AS (
+                SELECT lexeme,
+                       GREATEST(LN((?::float8 - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6) AS w
+                FROM tf GROUP BY lexeme
             )
-            SELECT h.*, (
-                SELECT SUM(idf.w * tf.n * {_BM25_K1 + 1}
-                           / (tf.n + {_BM25_K1} * (1 - {_BM25_B} + {_BM25_B} * h.text_len
-                              / GREATEST(stats.avgdl, 1))))
-                FROM (
-                    SELECT u.lexeme, COALESCE(array_length(u.positions, 1), 1)::float8 AS n
-                    FROM unnest(h.text_tsv) u
-                ) tf JOIN idf ON idf.lexeme = tf.lexeme
-            ) AS score
-            FROM hits h, stats
-            ORDER BY score DESC, h.id LIMIT ?
+            SELECT tf.id, SUM(idf.w * tf.n * ?::float8 / (tf.n + ?::float8 + ?::float8 * tf.dl))
+                AS score
+            FROM tf JOIN idf ON idf.lexeme = tf.lexeme
+            GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT ?
         """
-        rows = self.query(
+        k1, b = _BM25_K1, _BM25_B
+        rows = self.query_tuples(
             sql,
-            [text, scope.tenant, scope.principal, scope.tenant, scope.principal, *params, limit],
+            [text, *params, n_docs, k1 + 1, k1 * (1 - b), k1 * b / max(avgdl, 1.0), limit],
         )
-        for row in rows:
-            row.pop("text_tsv", None)
-            row.pop("text_len", None)
-            row["score"] = float(row["score"] or 0.0)
-        return rows
+        return [(str(rid), float(score)) for rid, score in rows]
 
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
-        """BM25 full-text search over live records in ``scope``; best first, ties by id."""
+        """BM25 full-text search over live records in ``scope``; best first, ties by id.
+
+        Scored by :meth:`bm25`.
+        """
         words = re.findall(r"\w+", query.lower())
         if not words or limit <= 0:
             return []
-        rows = self.bm25_rows(
+        ranked = self.bm25(
             scope,
             " ".join(dict.fromkeys(words)),
             "r.tenant = ? AND r.principal = ? AND r.lifecycle = 'active' "
@@ -846,101 +866,15 @@ class PostgresStore(_SharedStoreOps):
             [scope.tenant, scope.principal, iso(self._clock())],
             limit,
         )
-        return [(_row_to_record(row), float(row["score"])) for row in rows]
-
-    def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
-        """Delete a record: its text and index entry are erased; the row and its events stay.
-
-        Raises:
-            InvalidInputError: no such record in ``scope``.
-        """
-        with self.write() as w:
-            record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is not LifecycleState.DELETED:
-                w.execute(
-                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
-                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
-                    [iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                w.step("deleted")
-                w.event(
-                    scope,
-                    "record.deleted",
-                    actor=actor,
-                    record_id=record_id,
-                    data={"previous": record.lifecycle.value},
-                )
-            deleted = self._require(w, scope, record_id, "id")
-        log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
-        return deleted
-
-    # -- transcript ---------------------------------------------------------------------
-
-    def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
-        """Persist one transcript turn (redacted). A turn index is written once per session.
-
-        Raises:
-            InvalidInputError: the session already has a turn with this index.
-        """
-        psycopg, _ = _psycopg()
-        clean = turn.model_copy(
-            update={
-                "text": self.redactor.redact(turn.text),
-                "speaker": self.redactor.redact(turn.speaker) if turn.speaker else turn.speaker,
-            }
-        )
-        try:
-            with self.write() as w:
-                w.insert(
-                    "transcript_turns",
-                    {
-                        "tenant": scope.tenant,
-                        "principal": scope.principal,
-                        "session_id": clean.session_id,
-                        "turn_index": clean.turn_index,
-                        "role": clean.role.value,
-                        "speaker": clean.speaker,
-                        "text": clean.text,
-                        "time": iso(clean.time),
-                    },
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            raise InvalidInputError(
-                "turn_index",
-                f"session {turn.session_id!r} already has turn {turn.turn_index}",
-            ) from exc
-        return clean
-
-    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
-        return self._turns(scope, "session_id = ?", [session_id])
-
-    def next_turn_index(self, scope: Principal, session_id: str) -> int:
+        if not ranked:
+            return []
         rows = self.query(
-            "SELECT COALESCE(MAX(turn_index) + 1, 0) AS n FROM transcript_turns "
-            "WHERE tenant = ? AND principal = ? AND session_id = ?",
-            [scope.tenant, scope.principal, session_id],
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+            f"AND id IN ({', '.join('?' for _ in ranked)})",
+            [scope.tenant, scope.principal, *(rid for rid, _ in ranked)],
         )
-        return int(rows[0]["n"])
-
-    # -- events -------------------------------------------------------------------------
-
-    def events(
-        self, scope: Principal, *, record_id: str | None = None, type: str | None = None
-    ) -> list[Event]:
-        """Audit events in ``scope``, oldest first."""
-        where, params = ["tenant = ?", "principal = ?"], [scope.tenant, scope.principal]
-        if record_id is not None:
-            where.append("record_id = ?")
-            params.append(record_id)
-        if type is not None:
-            where.append("type = ?")
-            params.append(type)
-        rows = self.query(
-            "SELECT id, tenant, principal, record_id, type, actor, time, data FROM events "
-            f"WHERE {' AND '.join(where)} ORDER BY id",
-            params,
-        )
-        return [Event.model_validate({**row, "data": json.loads(row["data"])}) for row in rows]
+        by_id = {row["id"]: _row_to_record(row) for row in rows}
+        return [(by_id[rid], score) for rid, score in ranked if rid in by_id]
 
 
 def _lock_key(name: str) -> int:

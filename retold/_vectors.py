@@ -43,6 +43,7 @@ import structlog
 
 from ._errors import UsageError
 from ._records import Principal
+from ._retrieval_sql import retrieval_sql
 from ._store import SQLiteStore
 from ._typing import Embedder
 
@@ -238,6 +239,8 @@ def write_vectors(
     else:
         return
     with store.write() as w:
+        lock = f"vectors:{len(scope.tenant)}:{scope.tenant}:{scope.principal}:{model}"
+        retrieval_sql(store).serialize(w, lock)
         row = w.query(
             "SELECT dimensions, trained_count, generation FROM vector_indexes "
             "WHERE tenant = ? AND principal = ? AND model_id = ?",
@@ -261,7 +264,9 @@ def write_vectors(
                 r["id"]
                 for r in w.query(
                     f"SELECT id FROM records WHERE tenant = ? AND principal = ? AND lifecycle != "
-                    f"'deleted' AND id IN ({', '.join('?' for _ in record_ids)})",
+                    f"'deleted' AND id IN ({', '.join('?' for _ in record_ids)})"
+                    # PostgreSQL: keep them alive until this write commits (see _retrieval_sql).
+                    + retrieval_sql(store).for_share,
                     [scope.tenant, scope.principal, *record_ids],
                 )
             }
@@ -297,9 +302,10 @@ def write_vectors(
             )
         if mark is not None:
             w.execute(
-                "UPDATE vector_indexes SET last_rowid = max(last_rowid, ?) "
+                "UPDATE vector_indexes SET last_rowid = "
+                "CASE WHEN last_rowid > ? THEN last_rowid ELSE ? END "
                 "WHERE tenant = ? AND principal = ? AND model_id = ?",
-                [mark, scope.tenant, scope.principal, model],
+                [mark, mark, scope.tenant, scope.principal, model],
             )
         w.execute(
             "UPDATE vector_indexes SET vector_count = vector_count + ? "
@@ -437,12 +443,7 @@ def _pending(store: SQLiteStore, scope: Principal, model: str) -> list[dict[str,
         [scope.tenant, scope.principal, model],
     )
     mark = int(rows[0]["last_rowid"]) if rows else 0
-    return store.query(
-        # Unary + keeps the scope columns off the index: a rowid range scan from the mark.
-        "SELECT rowid, id, text, lifecycle FROM records "
-        "WHERE rowid > ? AND +tenant = ? AND +principal = ? ORDER BY rowid LIMIT ?",
-        [mark, scope.tenant, scope.principal, _BATCH],
-    )
+    return retrieval_sql(store).records_after(store, scope, mark, _BATCH)
 
 
 def dense_search(

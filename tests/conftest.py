@@ -75,7 +75,11 @@ POSTGRES_URL = os.environ.get("RETOLD_TEST_POSTGRES_URL") or None
 STORE_KINDS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
 # PostgreSQL-only tests are not collected at all without a cluster: the one summary line
 # below says so, instead of a skip line per test.
-collect_ignore = [] if POSTGRES_URL else ["test_store_postgres.py", "test_pipeline_postgres.py"]
+collect_ignore = (
+    []
+    if POSTGRES_URL
+    else ["test_store_postgres.py", "test_retrieval_postgres.py", "test_pipeline_postgres.py"]
+)
 _schemas = itertools.count(1)
 
 

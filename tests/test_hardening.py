@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from retold import (
     RecordDraft,
     SQLiteStore,
     StoreError,
+    StoreIntegrityError,
     TurnOptions,
     UtilityAwareOrchestrator,
 )
@@ -348,7 +348,7 @@ def test_a_duplicate_turn_index_rolls_the_whole_turn_back(store: SQLiteStore) ->
         store.turns = turns  # type: ignore[method-assign]
     assert len(store.query("SELECT id FROM turn_decisions")) == 1
     assert [t.turn_index for t in store.turns(SCOPE, "s1")] == [0, 1]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreIntegrityError, match="IntegrityError"):
         with store.write() as w:
             w.execute(
                 "INSERT INTO transcript_turns VALUES ('acme','alice','s1',0,'user',NULL,'x','t')"

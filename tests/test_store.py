@@ -23,6 +23,7 @@ from retold import (
     Role,
     SQLiteStore,
     Store,
+    StoreIntegrityError,
     TranscriptTurn,
     UsageError,
     WriteOrigin,
@@ -35,14 +36,6 @@ from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, mak
 def store(any_store: Store) -> Store:
     """Every test here runs on each configured store."""
     return any_store
-
-
-def _integrity_errors() -> tuple[type[Exception], ...]:
-    try:
-        import psycopg
-    except ImportError:
-        return (sqlite3.IntegrityError,)
-    return (sqlite3.IntegrityError, psycopg.IntegrityError)
 
 
 def _dump(store: Store, path: Path) -> list[str]:
@@ -170,7 +163,7 @@ def test_events_are_append_only(store: Store, alice: Principal) -> None:
     """The events table refuses updates and deletes."""
     store.add(alice, RecordDraft(text="x y z"))
     for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events"):
-        with pytest.raises(_integrity_errors()), store.write() as w:
+        with pytest.raises(StoreIntegrityError), store.write() as w:
             w.execute(sql)
     assert [e.type for e in store.events(alice)] == ["record.created"]
 
@@ -229,7 +222,7 @@ def test_schema_is_versioned_and_reopens(
     key_id = a.redactor.secret_id("x", "y")
     a.close()
     b = make_store(kind, tmp_path, schema)
-    assert b.schema_version("core") == (1 if kind == "sqlite" else 2)
+    assert b.schema_version("core") == (1 if kind == "sqlite" else 4)
     assert b.redactor.secret_id("x", "y") == key_id
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
@@ -272,3 +265,121 @@ def test_transition_to_superseded_names_its_successor(store: Store, alice: Princ
     )
     assert closed.superseded_by == new.id
     assert store.events(alice, type="record.superseded")[-1].data["superseded_by"] == new.id
+
+
+@pytest.mark.anyio
+async def test_delete_erases_text_index_entities_and_vectors_in_one_write(
+    tmp_path: Path, clock: FixedClock, alice: Principal, store_factory: tuple[str, str | None]
+) -> None:
+    """Deletion by another store object (no retriever) purges the lexical entry, the entity
+    names and every vector in the deleting transaction: a delete that fails midway purges
+    nothing, one that commits leaves no trace of the text anywhere a search reads."""
+    from retold import HybridRetriever, RetrievalConfig
+
+    from .test_retrieval import HashEmbedder
+
+    kind, schema = store_factory
+    store = make_store(kind, tmp_path, schema, clock=clock)
+    target = store.add(alice, RecordDraft(text="Sourdough starter feeding schedule from Lisbon"))
+    store.add(alice, RecordDraft(text="quarterly tax paperwork"))
+    cfg = RetrievalConfig(session_window=0)
+    retriever = HybridRetriever(store, config=cfg, embedder=HashEmbedder())
+    found = (await retriever.search(alice, "sourdough starter Lisbon")).candidates
+    assert found[0].record.id == target.id
+    assert {"lexical", "dense", "entity"} <= set(found[0].paths)
+
+    def derived() -> list[int]:
+        return [
+            int(
+                store.query(f"SELECT COUNT(*) AS n FROM {t} WHERE record_id = ?", [target.id])[0][
+                    "n"
+                ]
+            )
+            for t in ("vectors", "retrieval_entities")
+        ]
+
+    assert all(n > 0 for n in derived())
+
+    def fail(step: str) -> None:
+        if step == "deleted":
+            raise RuntimeError("killed after the erasing UPDATE")
+
+    other = make_store(kind, tmp_path, schema, on_write_step=fail)
+    with pytest.raises(RuntimeError):
+        other.delete(alice, target.id)
+    assert all(n > 0 for n in derived())  # rolled back together
+    other.close()
+    other = make_store(kind, tmp_path, schema)
+    other.delete(alice, target.id)
+    other.close()
+    assert derived() == [0, 0]
+    assert store.search(alice, "sourdough") == []
+    got = (await retriever.search(alice, "sourdough starter Lisbon")).candidates
+    assert target.id not in {c.record.id for c in got}
+    assert store.get(alice, target.id).text == ""  # type: ignore[union-attr]
+    store.close()
+
+
+def test_driver_errors_surface_as_store_errors(store: Store, alice: Principal) -> None:
+    """A read or write the database refuses raises StoreError on every store (the driver's
+    error as its cause), so callers need not know which database they talk to."""
+    from retold import StoreError
+
+    with pytest.raises(StoreError) as err:
+        store.query("SELECT * FROM no_such_table")
+    assert err.value.__cause__ is not None
+    with pytest.raises(StoreError), store.write() as w:
+        w.execute("INSERT INTO no_such_table VALUES (1)")
+    with pytest.raises(StoreIntegrityError, match="IntegrityError"), store.write() as w:
+        w.execute(
+            "INSERT INTO transcript_turns (tenant, principal, session_id, turn_index, role, "
+            "text, time) VALUES ('acme', 'alice', 's', 0, 'user', 'x', 't'), "
+            "('acme', 'alice', 's', 0, 'user', 'y', 't')"
+        )
+    assert store.turns(alice, "s") == []
+
+
+def test_sqlite_triggers_and_types_are_spelled_for_postgres() -> None:
+    """adapt_ddl: a component's SQLite row trigger becomes a PL/pgSQL trigger (DROP TRIGGER
+    finds its table), TEXT sorts bytewise, INTEGER holds 64 bits, WITHOUT ROWID adds no rowid."""
+    from retold._store_postgres import adapt_ddl
+
+    ddl = adapt_ddl(
+        "CREATE TABLE t (a TEXT NOT NULL, n INTEGER, PRIMARY KEY (a)) WITHOUT ROWID;\n"
+        "CREATE TABLE u (b TEXT);\n"
+        "DROP TRIGGER old_one;\n"
+        "CREATE TRIGGER purge AFTER UPDATE OF lifecycle ON records\n"
+        "WHEN NEW.lifecycle = 'deleted'\n"
+        "BEGIN\n    DELETE FROM t WHERE a = NEW.id;\nEND;\n"
+    )
+    assert 'a TEXT COLLATE "C" NOT NULL, n BIGINT' in ddl and "WITHOUT" not in ddl
+    assert "CREATE TABLE t (a" in ddl
+    assert "CREATE TABLE u (rowid BIGINT GENERATED ALWAYS AS IDENTITY, " in ddl
+    assert "DROP TRIGGER old_one ON %s" in ddl and "current_schema()" in ddl
+    assert "CREATE OR REPLACE FUNCTION retold_trigger_purge() RETURNS trigger" in ddl
+    assert "DELETE FROM t WHERE a = NEW.id;" in ddl
+    assert (
+        "CREATE TRIGGER purge AFTER UPDATE OF lifecycle ON records FOR EACH ROW "
+        "WHEN (NEW.lifecycle = 'deleted') EXECUTE FUNCTION retold_trigger_purge();"
+    ) in ddl
+
+
+def test_a_read_past_its_deadline_is_cut_short(store: Store) -> None:
+    """Under a turn-path Deadline a long read stops at the deadline (DeadlineExceeded) on
+    every store, and the connection then serves ordinary reads again."""
+    import time
+
+    from retold import DeadlineExceeded
+    from retold._store import Deadline, bounded_by
+
+    slow = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) "
+        "SELECT COUNT(*) AS n FROM c"
+    )
+    started = time.monotonic()
+    with bounded_by(Deadline.after(0.2)), pytest.raises(DeadlineExceeded):
+        store.query(slow)
+    assert time.monotonic() - started < 10
+    assert store.query("SELECT 1 AS x") == [{"x": 1}]
+    if store.dialect == "postgresql":
+        assert {r["statement_timeout"] for r in store.query("SHOW statement_timeout")} == {"30s"}

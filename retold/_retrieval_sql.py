@@ -1,0 +1,163 @@
+"""The retrieval SQL that differs between stores: one small object per SQL dialect.
+
+Retrieval (:mod:`retold._retrieval`) and the vector index (:mod:`retold._vectors`) write
+portable SQL: ``?`` placeholders, ``INSERT ... ON CONFLICT``, and migrations in the DDL
+subset that :func:`retold._store_postgres.adapt_ddl` spells for PostgreSQL (row triggers
+included), so one copy of their schema serves both stores. What cannot be portable is asked
+of the store's :class:`RetrievalSQL`, picked by :func:`retrieval_sql` from
+``store.dialect``:
+
+* :meth:`~RetrievalSQL.lexical`, the lexical stage: FTS5 ``bm25()`` on SQLite; on
+  PostgreSQL, BM25 over the ``records.text_tsv`` column and its GIN index
+  (:meth:`retold.PostgresStore.bm25`);
+* :meth:`~RetrievalSQL.records_after`, the rows after a per-scope watermark (entity and
+  embedding indexing): on PostgreSQL an identity value is handed out before its row
+  commits, so the read waits for the scope's in-flight writes before a watermark may pass
+  them;
+* concurrency: the row lock (``FOR SHARE``) that makes "is this record still alive?" hold
+  until the reading write commits, and :meth:`~RetrievalSQL.serialize` for writers of one
+  index (SQLite runs one write at a time anyway; PostgreSQL needs an advisory lock);
+* query spellings: keeping a column off the index choice (SQLite's unary ``+``), an index
+  hint, ``group_concat``, tag membership in a JSON array.
+
+A change to retrieval's SQL that stays portable needs nothing here; a new dialect-specific
+need becomes one method on both classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._records import Principal
+
+__all__ = ["PostgresRetrievalSQL", "RetrievalSQL", "retrieval_sql"]
+
+
+class RetrievalSQL:
+    """The SQLite spelling (the default store): FTS5, unary ``+``, ``json_each``."""
+
+    name = "sqlite"
+    #: Appended to a read inside a write that must keep the rows it saw alive until commit.
+    #: SQLite needs nothing: a write transaction (``BEGIN IMMEDIATE``) excludes other writers.
+    for_share = ""
+    #: Written before a column (or table alias) to keep it off the planner's index choice:
+    #: SQLite's unary ``+``. PostgreSQL's planner needs no such hint (and has no ``+text``).
+    no_index = "+"
+
+    def index_hint(self, index: str) -> str:
+        """A clause after a table name that makes the planner use ``index``."""
+        return f" INDEXED BY {index}"
+
+    def group_concat(self, expr: str) -> str:
+        """An aggregate joining ``expr`` with single spaces."""
+        return f"group_concat({expr}, ' ')"
+
+    def has_tag(self, column: str) -> str:
+        """A condition: the JSON array in ``column`` holds the string bound to its ``?``."""
+        return f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = ?)"
+
+    def serialize(self, w: Any, name: str) -> None:
+        """Make writes that call this with ``name`` run one at a time (until ``w`` ends).
+
+        SQLite needs nothing: its write transactions already run one at a time.
+        """
+
+    def records_after(
+        self, store: Any, scope: Principal, rowid: int, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """``rowid, id, text, lifecycle`` of ``scope``'s records after ``rowid``, in order."""
+        # Unary + keeps the scope columns off the index: a rowid range scan from the mark
+        # reads only the new rows instead of the principal's whole history.
+        sql = (
+            "SELECT rowid, id, text, lifecycle FROM records "
+            "WHERE rowid > ? AND +tenant = ? AND +principal = ? ORDER BY rowid"
+        )
+        params: list[Any] = [rowid, scope.tenant, scope.principal]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows: list[dict[str, Any]] = store.query(sql, params)
+        return rows
+
+    def lexical(
+        self,
+        store: Any,
+        scope: Principal,
+        terms: Sequence[str],
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        """``(record id, BM25 score)`` of records matching any of ``terms``, best first.
+
+        ``where``/``params`` filter alias ``r`` (records) and must include the scope. Ties
+        are broken by id. Scores are FTS5's ``bm25()`` negated (higher is better).
+        """
+        if not terms:
+            return []
+        # Quoted terms: user text can never inject FTS5 syntax.
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        rows = store.query_tuples(
+            "SELECT r.id, -bm25(records_fts) AS score "
+            "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
+            [match, *params, limit],
+        )
+        return [(str(rid), float(score)) for rid, score in rows]
+
+
+class PostgresRetrievalSQL(RetrievalSQL):
+    """The PostgreSQL spelling: ``tsvector`` BM25, ``string_agg``, ``jsonb``, row locks."""
+
+    name = "postgresql"
+    # READ COMMITTED: without the lock, a record deleted (and purged by its trigger) after
+    # the check but before this write commits would get entity names or a vector back.
+    for_share = " FOR SHARE"
+    no_index = ""
+
+    def index_hint(self, index: str) -> str:
+        return ""
+
+    def group_concat(self, expr: str) -> str:
+        return f"string_agg({expr}, ' ')"
+
+    def has_tag(self, column: str) -> str:
+        return (
+            f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(({column})::jsonb) AS t(value) "
+            "WHERE t.value = ?)"
+        )
+
+    def serialize(self, w: Any, name: str) -> None:
+        # READ COMMITTED: without it, two processes embedding the same new records would
+        # both miss the other's uncommitted rows and collide on the unique keys.
+        w.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [name])
+
+    def records_after(
+        self, store: Any, scope: Principal, rowid: int, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = store.records_after(scope, rowid, limit=limit)
+        return rows
+
+    def lexical(
+        self,
+        store: Any,
+        scope: Principal,
+        terms: Sequence[str],
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        if not terms:
+            return []
+        rows: list[tuple[str, float]] = store.bm25(scope, " ".join(terms), where, params, limit)
+        return rows
+
+
+_SQLITE = RetrievalSQL()
+_POSTGRES = PostgresRetrievalSQL()
+
+
+def retrieval_sql(store: Any) -> RetrievalSQL:
+    """The :class:`RetrievalSQL` of ``store``'s dialect (``store.dialect``)."""
+    return _POSTGRES if getattr(store, "dialect", "sqlite") == "postgresql" else _SQLITE
