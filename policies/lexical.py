@@ -245,11 +245,20 @@ _REQUEST_OBJECT = re.compile(
 )
 
 
+# A quoted stretch of at least two words is mentioned, not said: "my" in "Is it 'affect' or
+# 'effect' in 'the weather will affect my mood'?" is nobody's.
+_QUOTED_SPAN = re.compile(
+    r"(?<!\w)'[^'\n]*\s[^'\n]*'(?!\w)|\"[^\"\n]*\s[^\"\n]*\"|\u201c[^\u201d\n]*\u201d|"
+    r"\u2018[^\u2019\n]*\s[^\u2019\n]*\u2019"
+)
+
+
 def personal_turn(turn: str) -> bool:
     """Whether ``turn`` is about the principal's own life: a first-person subject or
     possessive (in the languages the rules read), "me"/"us" other than as the object of a
     request verb ("okay for me", not "tell me"), a named person's possessive, or a recall
-    phrase ("again", "remind me", "what's my ...")."""
+    phrase ("again", "remind me", "what's my ..."). Quoted text does not count."""
+    turn = _QUOTED_SPAN.sub(" ", turn)
     return bool(
         _OWN.search(turn)
         or _OBJECT_PRONOUN.search(_REQUEST_OBJECT.sub(" ", turn))

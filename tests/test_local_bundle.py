@@ -328,6 +328,8 @@ async def test_judge_keeps_the_newer_of_two_statements_naming_the_same_subject()
         ("Tell me a joke.", False),
         ("Can you give us a recipe for pancakes?", False),
         ("Why do cats purr?", False),
+        ("Is it 'affect' or 'effect' in 'the weather will ___ my mood'?", False),
+        ("Don't forget my mum's birthday", True),
     ],
 )
 def test_personal_turn_reads_me_and_us_outside_a_request(turn: str, personal: bool) -> None:
