@@ -10,6 +10,21 @@ Pipeline, in order::
     lexical (FTS5 BM25) ─┐
     dense (Embedder)    ─┼─► fusion (rrf | weighted) ─► speaker / recency boosts
     entity (name index) ─┘        ─► dedup ─► rerank (optional) ─► session neighbours
+
+Cost at scale (``retold bench retrieval``): each stage's work is bounded by the query, not
+by the scope's size. The lexical stage leaves words found in more than
+``lexical_common_postings`` records out of the match (BM25 scores every match of a word;
+a common word's weight is small and its matches are the cost); the entity stage reads its
+own index by key; the dense stage reads the nearest index cells only (``retold._vectors``);
+scope and lifecycle are applied by SQL in the lexical stage and, for the dense and entity
+ids, once in the row read after fusion; session neighbours are read as bounded windows.
+Ranking works on plain rows; ``Record`` models are built only for the returned top ``limit``.
+
+Conversations: a speaker's name mostly marks greetings and replies addressed to that
+speaker, so turns matching the query only through a name are fused at
+``speaker_match_weight`` and the dense query is embedded without the names; in ``sum``
+mode the turns around found turns add up their decayed scores, so the answer after a
+question, or a turn inside a relevant exchange, reaches a small candidate cap.
 """
 
 from __future__ import annotations
@@ -21,7 +36,6 @@ import math
 import re
 import time
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +51,13 @@ from ._retrieval_sql import RetrievalSQL, retrieval_sql
 from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
 from ._tokens import TokenCounter
 from ._typing import Embedder, Reranker
-from ._vectors import DEFAULT_PROBE, dense_search, ensure_vector_schema, ensure_vectors
+from ._vectors import (
+    DEFAULT_PROBE,
+    dense_search,
+    ensure_vector_schema,
+    ensure_vectors,
+    pending_vectors,
+)
 
 __all__ = [
     "BudgetedList",
@@ -89,6 +109,14 @@ class RetrievalConfig(BaseModel):
 
     lexical: bool = Field(default=True, description="Run the FTS5 BM25 stage.")
     lexical_limit: int = Field(default=300, ge=1, description="Rows the lexical stage keeps.")
+    lexical_common_postings: int = Field(
+        default=2048,
+        ge=1,
+        description="A query word found in more than this many records of the store is "
+        "common: when the query has a rarer word, common words are left out of the lexical "
+        "match (their BM25 weight is small and scoring their matches is the stage's cost); "
+        "when every word is common, the newest this many in-scope matches are scored.",
+    )
     drop_stopwords: bool = Field(
         default=True, description="Leave function words out of the lexical query."
     )
@@ -125,6 +153,18 @@ class RetrievalConfig(BaseModel):
         description="Leave the scope's speaker names out of the lexical query when other "
         "words remain (they mostly match turns addressed to that speaker; the speaker boost "
         "covers whose turn it is).",
+    )
+    speaker_match_weight: float = Field(
+        default=0.25,
+        ge=0.0,
+        description="Fusion weight (times lexical_weight) of the turns the lexical stage "
+        "finds only through a speaker's name, fused as a list of their own.",
+    )
+    dense_skip_speakers: bool = Field(
+        default=True,
+        description="Embed the query without the scope's speaker names when other words "
+        "remain (a short turn's embedding is dominated by a name, so greetings would lead; "
+        "the speaker boost covers whose turn it is).",
     )
     entity_skip_speakers: bool = Field(
         default=True,
@@ -170,7 +210,7 @@ class RetrievalConfig(BaseModel):
         default=50, ge=0, description="How many top results get their session neighbours."
     )
     session_decay: float = Field(
-        default=0.6, ge=0.0, le=1.0, description="A neighbour's score: trigger score times this."
+        default=0.5, ge=0.0, le=1.0, description="A neighbour's score: trigger score times this."
     )
     reply_decay: float = Field(
         default=0.9,
@@ -178,6 +218,26 @@ class RetrievalConfig(BaseModel):
         le=1.0,
         description="When a found turn asks a question, the next turn by another speaker (its "
         "answer) scores the trigger's score times this instead of session_decay.",
+    )
+
+    session_mode: Literal["max", "sum"] = Field(
+        default="sum",
+        description="max: a neighbour not found by a stage takes its best trigger's decayed "
+        "score, and found turns keep theirs; sum: every turn gains the decayed scores of all "
+        "the found turns around it (found turns times session_found_share), so turns inside "
+        "a relevant exchange rise above isolated matches.",
+    )
+    session_found_share: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="In sum mode, the share of the neighbours' decayed scores a found turn gains.",
+    )
+
+    temporal_boost: float = Field(
+        default=0.3,
+        ge=0.0,
+        description="When the query asks when (when, what date/day/month/year, how long "
+        "ago), turns whose text carries a date or time phrase gain this factor.",
     )
 
     backfill: bool = Field(
@@ -212,6 +272,53 @@ def query_terms(text: str, *, drop_stopwords: bool = True) -> list[str]:
     return kept or words
 
 
+_ASKS_WHEN = re.compile(
+    r"\b(when|what (date|day|month|year|time)|which (date|day|month|year)|how long ago)\b",
+    re.IGNORECASE,
+)
+_MONTH_NAMES = (
+    "january|february|march|april|may|june|july|august|september|october|november|december"
+)
+_TEMPORAL = re.compile(
+    rf"\b({_MONTH_NAMES}|(jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend"
+    r"|yesterday|today|tonight|tomorrow|ago|since"
+    r"|(last|next|this|past) (week|month|year|night|summer|winter|spring|fall|autumn)"
+    r"|\d{1,2}(st|nd|rd|th)|(19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+
+
+def _asks_when(query: str) -> bool:
+    """Whether ``query`` asks for a time (when, what date, how long ago, ...)."""
+    return bool(_ASKS_WHEN.search(query))
+
+
+def _without_names(text: str, names: frozenset[str]) -> str:
+    """``text`` without the words in ``names`` (and their possessive 's), if others remain."""
+    if not names:
+        return text
+    kept = re.sub(
+        r"\b(\w+)(?:['’]s)?\b",
+        lambda m: "" if m.group(1).lower() in names else m.group(0),
+        text,
+    )
+    kept = " ".join(kept.split())
+    words = {w.lower() for w in _WORD.findall(kept)} - _STOPWORDS
+    return kept if words else text
+
+
+def _lexical_plan(terms: Sequence[str], common: frozenset[str]) -> tuple[tuple[str, ...], bool]:
+    """(terms to MATCH, whether the match is bounded to the newest postings).
+
+    The selective terms when any remain; else every term, bounded.
+    """
+    selective = tuple(t for t in terms if t not in common)
+    if selective:
+        return selective, False
+    return tuple(terms), bool(terms)
+
+
 def extract_entities(text: str) -> set[str]:
     """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased."""
     found: set[str] = set()
@@ -223,15 +330,10 @@ def extract_entities(text: str) -> set[str]:
     return found
 
 
-def _shingles(text: str) -> frozenset[tuple[str, ...]]:
-    words = [w.lower() for w in _WORD.findall(text)]
+def _word_shingles(words: Sequence[str]) -> frozenset[tuple[str, ...]]:
     if len(words) < 3:
         return frozenset({tuple(words)})
     return frozenset(tuple(words[i : i + 3]) for i in range(len(words) - 2))
-
-
-def _normalised(text: str) -> str:
-    return " ".join(w.lower() for w in _WORD.findall(text))
 
 
 # -- SQL filters ---------------------------------------------------------------------------
@@ -351,6 +453,11 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     deleted records are purged by the ``retrieval_purge_deleted`` trigger in the deleting
     transaction, so erased text leaves no names behind.
     """
+    return _index_entities(store, scope)[0]
+
+
+def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
+    """:func:`index_entities`, returning (records indexed now, the watermark after)."""
     ensure_retrieval_schema(store)
     dialect = retrieval_sql(store)
     rows = store.query(
@@ -361,7 +468,7 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     mark = int(rows[0]["last_rowid"]) if rows else 0
     new = dialect.records_after(store, scope, mark)
     if not new:
-        return 0
+        return 0, mark
     with store.write() as w:
         ids = [row["id"] for row in new if row["lifecycle"] != "deleted"]
         # Only records still alive as this write commits get names: one deleted since the
@@ -396,7 +503,7 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
             "ELSE retrieval_watermarks.last_rowid END",
             [scope.tenant, scope.principal, int(new[-1]["rowid"])],
         )
-    return len(new)
+    return len(new), int(new[-1]["rowid"])
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -514,13 +621,22 @@ class HybridRetriever:
         stale: tuple[str, ...] = ()
         if cfg.dense and self.embedder is not None:
             t0 = time.perf_counter()
-            stale = await ensure_vectors(self.store, scope, self.embedder)
-            query_vector = (await self.embedder.embed([query]))[0]
+            while True:
+                pending, stale, names = await anyio.to_thread.run_sync(
+                    self._dense_prepare, scope, abandon_on_cancel=True
+                )
+                if not pending:
+                    break
+                await ensure_vectors(self.store, scope, self.embedder)
+            text = _without_names(query, names) if cfg.dense_skip_speakers else query
+            query_vector = (await self.embedder.embed([text]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
         # Abandoned on cancellation: a search cut short by a deadline returns at once, and
-        # its thread stops at its next statement or deadline check.
+        # its thread stops at its next statement or deadline check. Without a reranker
+        # every stage after the embedding runs in this one thread hop.
+        rerank = cfg.rerank and self.reranker is not None
         hits, folded = await anyio.to_thread.run_sync(
-            self._candidates_sync,
+            self._search_sync,
             scope,
             query,
             now,
@@ -528,21 +644,22 @@ class HybridRetriever:
             timings,
             counts,
             limit,
+            not rerank,
             abandon_on_cancel=True,
         )
-        if cfg.rerank and self.reranker is not None and hits:
+        if rerank and hits:
             t0 = time.perf_counter()
             hits = await self._rerank(query, hits)
             timings["rerank"] = (time.perf_counter() - t0) * 1000
-        if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
-            t0 = time.perf_counter()
             hits = await anyio.to_thread.run_sync(
-                self._expand_sessions, scope, now, hits, limit, abandon_on_cancel=True
-            )
-            timings["session"] = (time.perf_counter() - t0) * 1000
-        if cfg.backfill and hits and len(hits) < limit:
-            hits = await anyio.to_thread.run_sync(
-                self._backfill, scope, now, hits, limit, abandon_on_cancel=True
+                self._after_fusion,
+                scope,
+                now,
+                hits,
+                limit,
+                timings,
+                query,
+                abandon_on_cancel=True,
             )
         ranked = self._sort(hits)[:limit]
         candidates = tuple(
@@ -565,6 +682,62 @@ class HybridRetriever:
 
     # -- stages --------------------------------------------------------------------------
 
+    def _search_sync(
+        self,
+        scope: Principal,
+        query: str,
+        now: datetime,
+        query_vector: list[float] | None,
+        timings: dict[str, float],
+        counts: dict[str, int],
+        limit: int,
+        finish: bool,
+    ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
+        """The stages and fusion, then (``finish``) session neighbours and backfill."""
+        hits, folded = self._candidates_sync(
+            scope, query, now, query_vector, timings, counts, limit
+        )
+        if finish:
+            hits = self._after_fusion(scope, now, hits, limit, timings, query)
+        return hits, folded
+
+    def _dense_prepare(self, scope: Principal) -> tuple[bool, tuple[str, ...], frozenset[str]]:
+        """(records wait for a vector, other embedder models' ids, speaker name words)."""
+        assert self.embedder is not None
+        pending, stale = pending_vectors(self.store, scope, self.embedder.model_id)
+        if stale and not pending:
+            log.warning(
+                "embedding_model_changed", current=self.embedder.model_id, stale=list(stale)
+            )
+        return pending, stale, self._scope_stats(scope)[1]
+
+    def _after_fusion(
+        self,
+        scope: Principal,
+        now: datetime,
+        hits: list[_Hit],
+        limit: int,
+        timings: dict[str, float],
+        query: str,
+    ) -> list[_Hit]:
+        """Session neighbours, the temporal cue, then backfill, as configured."""
+        cfg = self.config
+        lift = 1 + cfg.temporal_boost if _asks_when(query) else 1.0
+        if cfg.session_window > 0 and cfg.session_top_k > 0 and hits:
+            check_deadline("session expansion")
+            t0 = time.perf_counter()
+            hits = self._expand_sessions(scope, now, hits, limit, lift)
+            timings["session"] = (time.perf_counter() - t0) * 1000
+        if lift > 1:
+            # A question about when: turns that carry a date or a time phrase are what
+            # answers it (the session date alone dates every turn of the session).
+            for h in hits:
+                if _TEMPORAL.search(h.row["text"]):
+                    h.score *= lift
+        if cfg.backfill and hits and len(hits) < limit:
+            hits = self._backfill(scope, now, hits, limit)
+        return hits
+
     def _candidates_sync(
         self,
         scope: Principal,
@@ -576,65 +749,64 @@ class HybridRetriever:
         limit: int,
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
+        stats = self._scope_stats(scope)
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
         all_terms = terms
         if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:
-            names = self._scope_stats(scope)[1]
+            names = stats[1]
             terms = [t for t in terms if t not in names] or terms
-        stages: list[tuple[str, float, list[tuple[str, float]]]] = []
+        # (stage, path, weight, ranked ids with raw scores)
+        stages: list[tuple[str, str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
-            ranked = self._lexical(scope, terms, now)
-            if len(ranked) < cfg.lexical_limit and terms != all_terms:
-                # Turns that match only through a speaker's name rank after every turn that
-                # matches the query's other words: they widen the pool, never lead it.
+            common = self._common_terms(all_terms)
+            ranked = self._lexical(scope, terms, now, common)
+            stages.append(("lexical", "lexical", cfg.lexical_weight, ranked))
+            if len(ranked) < cfg.lexical_limit and _lexical_plan(terms, common) != _lexical_plan(
+                all_terms, common
+            ):
+                # Turns that match only through a speaker's name widen the pool as a list
+                # of their own, fused at ``speaker_match_weight``: in a conversation the
+                # name is mostly in greetings and replies addressed to that speaker.
                 seen = {rid for rid, _ in ranked}
-                low = min((sc for _, sc in ranked), default=0.0)
-                extra = [(r, sc) for r, sc in self._lexical(scope, all_terms, now) if r not in seen]
-                room = cfg.lexical_limit - len(ranked)
-                top = max((sc for _, sc in extra), default=0.0)
-                ranked += [
-                    (r, low * (sc / top) * 0.5 if top > 0 else 0.0) for r, sc in extra[:room]
-                ]
+                extra = [
+                    (r, sc)
+                    for r, sc in self._lexical(scope, all_terms, now, common)
+                    if r not in seen
+                ][: cfg.lexical_limit - len(ranked)]
+                weight = cfg.lexical_weight * cfg.speaker_match_weight
+                stages.append(("lexical_speaker", "lexical", weight, extra))
             timings["lexical"] = (time.perf_counter() - t0) * 1000
-            stages.append(("lexical", cfg.lexical_weight, ranked))
         if cfg.entity:
             check_deadline("the entity stage")
             t0 = time.perf_counter()
-            ranked = self._entity(scope, query, now)
+            ranked = self._entity(scope, query, stats)
             timings["entity"] = (time.perf_counter() - t0) * 1000
-            stages.append(("entity", cfg.entity_weight, ranked))
+            stages.append(("entity", "entity", cfg.entity_weight, ranked))
         if query_vector is not None and self.embedder is not None:
             check_deadline("the dense stage")
             t0 = time.perf_counter()
-            # Over-fetch a little: dead records' vectors are dropped by the live filter below.
+            # Not lifecycle-filtered: a superseded or expired record's vector keeps its rank
+            # here, and the row read below (scope and lifecycle filtered in SQL) drops it.
+            # Deleted records have no vectors (the purge trigger removes them).
             ranked = dense_search(
                 self.store,
                 scope,
                 self.embedder.model_id,
                 query_vector,
-                cfg.dense_limit + max(32, cfg.dense_limit // 8),
+                cfg.dense_limit,
                 probe=cfg.dense_probe,
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
-            stages.append(("dense", cfg.dense_weight, ranked))
-        if query_vector is not None and stages and stages[-1][0] == "dense":
-            # Dense ids are not lifecycle-filtered by the index: drop dead ones (ids only).
-            dense_ranked = stages[-1][2]
-            alive = self._alive(scope, now, [rid for rid, _ in dense_ranked])
-            stages[-1] = (
-                "dense",
-                cfg.dense_weight,
-                [(rid, s) for rid, s in dense_ranked if rid in alive][: cfg.dense_limit],
-            )
+            stages.append(("dense", "dense", cfg.dense_weight, ranked))
         check_deadline("fusion")
         base: dict[str, float] = {}
         paths: dict[str, set[str]] = {}
-        for name, weight, ranked in stages:
+        for name, path, weight, ranked in stages:
             counts[name] = len(ranked)
             top = max((s for _, s in ranked), default=0.0)
             for rank, (rid, raw) in enumerate(ranked, start=1):
-                paths.setdefault(rid, set()).add(name)
+                paths.setdefault(rid, set()).add(path)
                 rrf = weight / (cfg.rrf_k + rank)
                 rel = raw / top if top > 0 else 0.0
                 if cfg.fusion == "rrf":
@@ -650,10 +822,12 @@ class HybridRetriever:
         order = sorted(base, key=lambda rid: (-base[rid], rid))
         keep = max(limit, cfg.rerank_top_n if cfg.rerank and self.reranker is not None else 0)
         words = {w.lower() for w in _WORD.findall(query)}
-        names = self._scope_stats(scope)[1] if cfg.speaker_boost > 0 else frozenset()
+        names = stats[1] if cfg.speaker_boost > 0 else frozenset()
         # The speaker boost can only apply when the query names a speaker of the scope.
         speaker = cfg.speaker_boost if words & names or not cfg.entity_skip_speakers else 0.0
         bound = (1 + speaker) * (1 + cfg.recency_boost)
+        if _asks_when(query):
+            bound *= 1 + cfg.temporal_boost
         t0 = time.perf_counter()
         rows: dict[str, dict[str, Any]] = {}
         fetched, want = 0, keep
@@ -685,22 +859,6 @@ class HybridRetriever:
         timings["rows"] = (time.perf_counter() - t0) * 1000
         return ranked_hits, folded
 
-    def _alive(self, scope: Principal, now: datetime, ids: Sequence[str]) -> set[str]:
-        """The ids among ``ids`` that pass the scope and lifecycle filter."""
-        where, params = _live_filter(self.config, scope, now, by_id=True, dialect=self.dialect)
-        out: set[str] = set()
-        for at in range(0, len(ids), 900):
-            chunk = ids[at : at + 900]
-            marks = ", ".join("?" for _ in chunk)
-            out.update(
-                row[0]
-                for row in self.store.query_tuples(
-                    f"SELECT r.id FROM records r WHERE {where} AND r.id IN ({marks})",
-                    [*params, *chunk],
-                )
-            )
-        return out
-
     def _rows(
         self, scope: Principal, now: datetime, ids: Sequence[str]
     ) -> dict[str, dict[str, Any]]:
@@ -714,25 +872,57 @@ class HybridRetriever:
             chunk = ids[at : at + 900]
             marks = ", ".join("?" for _ in chunk)
             for row in self.store.query(
-                f"SELECT {_columns('r')} FROM records r WHERE {where} AND r.id IN ({marks})",
+                f"SELECT r.rowid AS rowid, {_columns('r')} FROM records r "
+                f"WHERE {where} AND r.id IN ({marks})",
                 [*params, *chunk],
             ):
                 out[row["id"]] = row
         return out
 
+    def _common_terms(self, terms: Sequence[str]) -> frozenset[str]:
+        """The terms found in more than ``lexical_common_postings`` records of the store.
+
+        Asked of the store's dialect: on SQLite each term's FTS5 posting list is read in
+        rowid order and stops one past the cap (ids only, no scoring), over the whole index,
+        as BM25's own document frequencies are; PostgreSQL reports none (its lexical stage
+        is unchanged).
+        """
+        return self.dialect.common_terms(self.store, terms, self.config.lexical_common_postings)
+
     def _lexical(
-        self, scope: Principal, terms: Sequence[str], now: datetime
+        self, scope: Principal, terms: Sequence[str], now: datetime, common: frozenset[str]
     ) -> list[tuple[str, float]]:
-        if not terms:
+        """BM25 over the query's selective terms (see ``lexical_common_postings``).
+
+        BM25 scores every record a term matches, so a term in a fifth of a large store costs
+        tens of milliseconds while its weight (inverse document frequency) is small. When a
+        selective term remains, common terms are left out of the MATCH; when every term is
+        common, the newest ``lexical_common_postings`` in-scope matches are scored (FTS5
+        walks postings newest first and stops there), so the cost is bounded either way.
+        """
+        selective, bounded = _lexical_plan(terms, common)
+        if not selective:
             return []
         where, params = _live_filter(self.config, scope, now)
         # FTS5 BM25 on SQLite, BM25 over the tsvector column on PostgreSQL (_retrieval_sql).
+        cfg = self.config
         return self.dialect.lexical(
-            self.store, scope, terms, where, params, self.config.lexical_limit
+            self.store,
+            scope,
+            selective,
+            where,
+            params,
+            cfg.lexical_limit,
+            newest=cfg.lexical_common_postings if bounded else None,
         )
 
-    def _entity(self, scope: Principal, query: str, now: datetime) -> list[tuple[str, float]]:
-        index_entities(self.store, scope)
+    def _entity(
+        self, scope: Principal, query: str, stats: tuple[int, frozenset[str]]
+    ) -> list[tuple[str, float]]:
+        """Records naming the query's rarer capitalised-word entities, by summed IDF.
+
+        ``stats`` is :meth:`_scope_stats` (which has brought the entity index up to date).
+        """
         names = sorted({w.lower() for w in _WORD.findall(query)} - _STOPWORDS)
         if not names:
             return []
@@ -746,7 +936,7 @@ class HybridRetriever:
             return []
         # Names the conversation's speakers carry are in nearly every turn's frame: they
         # say who talks, not what about, so the speaker stage (boost) handles them instead.
-        total, speakers = self._scope_stats(scope)
+        total, speakers = stats
         cap = max(1.0, self.config.entity_max_share * max(1, total))
         idf = {
             r["entity"]: math.log(1 + total / r["df"])
@@ -755,15 +945,16 @@ class HybridRetriever:
         }
         if not idf:
             return []
-        where, params = _live_filter(self.config, scope, now)
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
+        # Ids and names only, from the entity table's own key (no join), so the cost is the
+        # postings of the query's names, not a records lookup per posting. Entries of
+        # deleted records are purged; a superseded or expired record keeps its rank here
+        # and is dropped by the scope and lifecycle filtered row read after fusion.
         rows = self.store.query_tuples(
-            f"SELECT r.id, {self.dialect.group_concat('e.entity')} AS ents "
-            "FROM retrieval_entities e JOIN records r ON r.id = e.record_id "
-            f"WHERE e.tenant = ? AND e.principal = ? AND e.entity IN ({marks}) AND {where} "
-            "GROUP BY r.id",
-            [scope.tenant, scope.principal, *keep, *params],
+            f"SELECT record_id, {self.dialect.group_concat('entity')} FROM retrieval_entities "
+            f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY record_id",
+            [scope.tenant, scope.principal, *keep],
         )
         scored = [(str(rid), sum(idf[e] for e in ents.split())) for rid, ents in rows]
         scored.sort(key=lambda t: (-t[1], t[0]))
@@ -775,13 +966,8 @@ class HybridRetriever:
         Both change only when a record is written, so they are cached per store and scope
         under the entity watermark (the last indexed rowid) and recounted when it moves.
         """
-        index_entities(self.store, scope)  # moves the watermark (a no-op when current)
-        mark_rows = self.store.query(
-            "SELECT last_rowid FROM retrieval_watermarks "
-            "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
-            [scope.tenant, scope.principal],
-        )
-        mark = int(mark_rows[0]["last_rowid"]) if mark_rows else 0
+        # Moves the watermark (a no-op when current) and returns it.
+        mark = _index_entities(self.store, scope)[1]
         key = (scope.tenant, scope.principal, self.config.entity_skip_speakers)
         cache = _SCOPE_STATS.setdefault(self.store, {})
         hit = cache.get(key)
@@ -836,14 +1022,15 @@ class HybridRetriever:
         postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
         for hit in ranked:
-            text = hit.row["text"]
-            key = _normalised(text)
+            words = [w.lower() for w in _WORD.findall(hit.row["text"])]
+            key = " ".join(words)
             into = exact.get(key)
-            mine = _shingles(text) if threshold < 1.0 else frozenset()
+            mine = _word_shingles(words) if threshold < 1.0 else frozenset()
             if into is None and mine:
-                overlap: Counter[int] = Counter()
+                overlap: dict[int, int] = {}
                 for shingle in mine:
-                    overlap.update(postings.get(shingle, ()))
+                    for j in postings.get(shingle, ()):
+                        overlap[j] = overlap.get(j, 0) + 1
                 for j in sorted(overlap):
                     theirs, other = kept_shingles[j]
                     small, big = sorted((len(mine), len(theirs)))
@@ -884,18 +1071,22 @@ class HybridRetriever:
         return self._sort(head) + tail
 
     def _expand_sessions(
-        self, scope: Principal, now: datetime, hits: list[_Hit], limit: int
+        self, scope: Principal, now: datetime, hits: list[_Hit], limit: int, lift: float = 1.0
     ) -> list[_Hit]:
-        """Add the turns around the top results, scored trigger * decay**distance.
+        """Score the turns around the top results from the triggers' decayed scores.
 
-        A found turn that asks a question passes ``reply_decay`` of its score to the next
-        turn by another speaker: in a conversation the answer follows the question.
+        A neighbour at distance d of a trigger gets trigger * decay**d. A found turn that
+        asks a question passes ``reply_decay`` of its score to the next turn by another
+        speaker: in a conversation the answer follows the question. In ``max`` mode a
+        neighbour takes its best trigger's share and a turn another stage found keeps its
+        own score; in ``sum`` mode every share adds up (found turns gain theirs times
+        ``session_found_share``), so the turns inside a relevant exchange rise. Either way a
+        found turn gains the ``session`` path.
 
-        A turn another stage found keeps its own score and gains the ``session`` path.
         Ambient records are never added as neighbours: the session's ambient profile
         already carries them, and a neighbour is only a guess at relevance.
-        Sessions are read in one query, so the cost does not grow with the trigger count.
-        Only neighbours that can still reach the top ``limit`` are read in full: one scoring
+        Only the ``session_window`` turns on each side of a trigger are read, in one
+        statement. Only neighbours that can still reach the top ``limit`` are read in full: one scoring
         below the ``limit``-th best score can never be returned, and when there are at least
         ``limit`` hits either way no backfill runs, so the result is unchanged.
         """
@@ -906,54 +1097,87 @@ class HybridRetriever:
         scores = sorted((h.score for h in hits), reverse=True)
         floor = scores[limit - 1] if len(scores) >= limit else 0.0
         reach = max(cfg.session_decay, cfg.reply_decay)
+        summed = cfg.session_mode == "sum"
+        if summed:
+            # Summed, a turn can gain from every trigger within the window on both sides:
+            # at most trigger * (2 * sum of decay**d + the reply bonus) from a trigger's
+            # score level. A trigger below the floor over that cannot lift a turn past the
+            # ``limit``-th score on its own, so it is not read (shares of such weak triggers
+            # that would add up are given up for a bounded read).
+            reach = 2 * sum(cfg.session_decay**d for d in range(1, cfg.session_window + 1))
+            reach += max(0.0, cfg.reply_decay - cfg.session_decay)
+        # ``lift``: the most a later boost multiplies a neighbour's score by.
         triggers = [
             h
             for h in hits[: cfg.session_top_k]
-            if h.row["session_id"] is not None and h.score * reach >= floor
+            if h.row["session_id"] is not None and h.score * reach * lift >= floor
         ]
-        sessions = sorted({h.row["session_id"] for h in triggers})
-        if not sessions:
+        if not triggers:
             return hits
+        # Only the ``session_window`` live turns on each side of each trigger are read: one
+        # statement of index range scans (the session index is ordered by rowid within a
+        # session), so the cost does not grow with the session's length.
+        window = cfg.session_window
         where, params = _live_filter(cfg, scope, now)
-        marks = ", ".join("?" for _ in sessions)
-        rows = self.store.query(
-            "SELECT r.id AS id, r.session_id AS session_id, r.activation AS activation, "
-            "r.speaker AS speaker "
-            f"FROM records r WHERE {where} AND r.session_id IN ({marks}) "
-            "ORDER BY r.session_id, r.rowid",
-            [*params, *sessions],
+        side = (
+            "(SELECT r.rowid AS rowid, r.id AS id, r.activation AS activation, "
+            "r.speaker AS speaker FROM records r"
+            + self.dialect.index_hint("retrieval_records_session")
+            + " "
+            f"WHERE {where} AND r.session_id = ? AND r.rowid {{op}} ? "
+            "ORDER BY r.rowid {order} LIMIT ?)"
         )
-        order: dict[str, list[str]] = {}
+        before = side.format(op="<", order="DESC")
+        after = side.format(op=">", order="ASC")
+        # neighbours[trigger id] = (turns before, nearest first; turns after, nearest first)
+        neighbours: dict[str, tuple[list[str], list[str]]] = {}
         ambient: set[str] = set()
         speaker: dict[str, str | None] = {}
-        for row in rows:
-            order.setdefault(row["session_id"], []).append(row["id"])
-            speaker[row["id"]] = row["speaker"]
-            if row["activation"] == Activation.AMBIENT.value:
-                ambient.add(row["id"])
-        position = {rid: i for ids in order.values() for i, rid in enumerate(ids)}
+        for at in range(0, len(triggers), 25):
+            chunk = triggers[at : at + 25]
+            parts: list[str] = []
+            args: list[Any] = []
+            for t in chunk:
+                for sql in (before, after):
+                    parts.append(f"SELECT ? AS trig, ? AS side, * FROM {sql} AS w")
+                    args += [t.id, sql is after, *params, t.row["session_id"], t.row["rowid"]]
+                    args.append(window)
+            for entry in self.store.query_tuples(" UNION ALL ".join(parts), args):
+                trigger, after_side, _, rid, activation, who = entry
+                lists = neighbours.setdefault(trigger, ([], []))
+                lists[1 if after_side else 0].append(rid)
+                speaker[rid] = who
+                if activation == Activation.AMBIENT.value:
+                    ambient.add(rid)
         inherited: dict[str, float] = {}
+        gained: dict[str, float] = {}
+        own = {h.id: h.score for h in triggers}
         for trigger in triggers:
-            ids = order.get(trigger.row["session_id"], [])
-            at = position.get(trigger.id)
-            if at is None:
-                continue
+            earlier, later = neighbours.get(trigger.id, ([], []))
             asks = "?" in trigger.row["text"]
-            for d in range(1, cfg.session_window + 1):
-                score = trigger.score * cfg.session_decay**d
-                for j in (at - d, at + d):
-                    if 0 <= j < len(ids):
-                        rid = ids[j]
+            for d in range(1, window + 1):
+                score = own[trigger.id] * cfg.session_decay**d
+                for lst, next_turn in ((earlier, False), (later, d == 1)):
+                    if d <= len(lst):
+                        rid = lst[d - 1]
                         mine = score
-                        if asks and j == at + 1 and speaker.get(rid) != trigger.row["speaker"]:
-                            mine = max(score, trigger.score * cfg.reply_decay)
+                        if asks and next_turn and speaker.get(rid) != trigger.row["speaker"]:
+                            mine = max(score, own[trigger.id] * cfg.reply_decay)
                         if rid in by_id:
                             by_id[rid].paths.add("session")
-                        elif rid not in ambient and mine > inherited.get(rid, 0.0):
+                            if summed:
+                                gained[rid] = gained.get(rid, 0.0) + mine
+                        elif rid in ambient:
+                            continue
+                        elif summed:
+                            inherited[rid] = inherited.get(rid, 0.0) + mine
+                        elif mine > inherited.get(rid, 0.0):
                             inherited[rid] = mine
+        for rid, extra in gained.items():
+            by_id[rid].score += extra * cfg.session_found_share
         if len(by_id) + len(inherited) > limit:
             scores = sorted([h.score for h in by_id.values()] + list(inherited.values()))
-            floor = scores[-limit]
+            floor = scores[-limit] / lift
             inherited = {rid: s for rid, s in inherited.items() if s >= floor}
         if inherited:
             for rid, row in sorted(self._rows(scope, now, sorted(inherited)).items()):
@@ -967,7 +1191,7 @@ class HybridRetriever:
     ) -> list[_Hit]:
         where, params = _live_filter(self.config, scope, now)
         rows = self.store.query(
-            f"SELECT {_columns('r')} FROM records r WHERE {where} "
+            f"SELECT r.rowid AS rowid, {_columns('r')} FROM records r WHERE {where} "
             "ORDER BY COALESCE(r.event_time, r.created_at) DESC, r.id LIMIT ?",
             [*params, limit],
         )

@@ -80,6 +80,23 @@ class RetrievalSQL:
         rows: list[dict[str, Any]] = store.query(sql, params)
         return rows
 
+    def common_terms(self, store: Any, terms: Sequence[str], cap: int) -> frozenset[str]:
+        """The terms found in more than ``cap`` records of the store's lexical index.
+
+        Each term's FTS5 posting list is read in rowid order and stops one past the cap, so
+        a term costs at most ``cap`` postings (ids only, no scoring).
+        """
+        common: set[str] = set()
+        for term in terms:
+            rows = store.query_tuples(
+                "SELECT count(*) FROM (SELECT rowid FROM records_fts "
+                "WHERE records_fts MATCH ? LIMIT ?)",
+                [_match([term]), cap + 1],
+            )
+            if rows and int(rows[0][0]) > cap:
+                common.add(term)
+        return frozenset(common)
+
     def lexical(
         self,
         store: Any,
@@ -88,22 +105,34 @@ class RetrievalSQL:
         where: str,
         params: Sequence[Any],
         limit: int,
+        *,
+        newest: int | None = None,
     ) -> list[tuple[str, float]]:
         """``(record id, BM25 score)`` of records matching any of ``terms``, best first.
 
         ``where``/``params`` filter alias ``r`` (records) and must include the scope. Ties
         are broken by id. Scores are FTS5's ``bm25()`` negated (higher is better).
+        ``newest``: score only the newest that many matches in scope (FTS5 walks postings
+        newest first and stops there), for a query made only of common words.
         """
         if not terms:
             return []
-        # Quoted terms: user text can never inject FTS5 syntax.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        rows = store.query_tuples(
-            "SELECT r.id, -bm25(records_fts) AS score "
-            "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
-            [match, *params, limit],
-        )
+        match = _match(terms)
+        if newest is None:
+            rows = store.query_tuples(
+                "SELECT r.id, -bm25(records_fts) AS score "
+                "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
+                [match, *params, limit],
+            )
+        else:
+            rows = store.query_tuples(
+                "SELECT id, score FROM (SELECT r.id AS id, -bm25(records_fts) AS score "
+                "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY records_fts.rowid DESC "
+                "LIMIT ?) ORDER BY score DESC, id LIMIT ?",
+                [match, *params, newest, limit],
+            )
         return [(str(rid), float(score)) for rid, score in rows]
 
 
@@ -139,6 +168,10 @@ class PostgresRetrievalSQL(RetrievalSQL):
         rows: list[dict[str, Any]] = store.records_after(scope, rowid, limit=limit)
         return rows
 
+    def common_terms(self, store: Any, terms: Sequence[str], cap: int) -> frozenset[str]:
+        # Not ported: the tsvector stage keeps every term (see _retrieval's lexical stage).
+        return frozenset()
+
     def lexical(
         self,
         store: Any,
@@ -147,11 +180,18 @@ class PostgresRetrievalSQL(RetrievalSQL):
         where: str,
         params: Sequence[Any],
         limit: int,
+        *,
+        newest: int | None = None,
     ) -> list[tuple[str, float]]:
         if not terms:
             return []
         rows: list[tuple[str, float]] = store.bm25(scope, " ".join(terms), where, params, limit)
         return rows
+
+
+def _match(terms: Sequence[str]) -> str:
+    # Quoted terms: user text can never inject FTS5 syntax.
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 _SQLITE = RetrievalSQL()

@@ -339,3 +339,116 @@ async def test_dense_vectors_are_embedded_once_per_record(
     new = add(store, alice, "rye starter notes")
     got = await retriever.retrieve(alice, "rye")
     assert embedder.calls == first + 3 and got[0].record.id == new
+
+
+async def test_common_words_leave_the_lexical_match_when_a_rarer_word_remains(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """A word found in more than lexical_common_postings records is dropped from the match
+    when a rarer word remains, and bounds the match to the newest matches when none does."""
+    rare = add(store, alice, "the weekend pottery fair")
+    common = [add(store, alice, f"weekend note {i}") for i in range(6)]
+    cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
+    got = await HybridRetriever(store, config=cfg).search(alice, "pottery weekend")
+    assert [c.record.id for c in got.candidates] == [rare]
+    only_common = await HybridRetriever(store, config=cfg).search(alice, "weekend")
+    # Every word is common: the newest three matches (rowid order) are the ones scored.
+    assert {c.record.id for c in only_common.candidates} == set(common[-3:])
+    wide = cfg.model_copy(update={"lexical_common_postings": 100})
+    got = await HybridRetriever(store, config=wide).search(alice, "pottery weekend")
+    assert got.candidates[0].record.id == rare and len(got.candidates) == 7
+
+
+async def test_speaker_only_matches_rank_below_topic_matches(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Turns that match only through a speaker's name (greetings) fuse at a low weight."""
+    greet = [
+        add(store, alice, f"Hey Amara! {t}", speaker="Clara", session_id=f"g{i}")
+        for i, t in enumerate(("Long time.", "Good to hear from you.", "How are you?"))
+    ]
+    topic = add(store, alice, "My physio says the knee is fine.", speaker="Amara", session_id="t")
+    cfg = RetrievalConfig(dense=False, session_window=0)
+    got = await HybridRetriever(store, config=cfg).retrieve(alice, "Amara's physio?", limit=4)
+    assert got[0].record.id == topic
+    assert {c.record.id for c in got[1:]} == set(greet)
+    assert all(c.score < got[0].score / 2 for c in got[1:])
+
+
+class RecordingEmbedder(HashEmbedder):
+    """HashEmbedder that remembers every text it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return await super().embed(texts)
+
+
+async def test_dense_query_is_embedded_without_speaker_names(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """The dense stage embeds the query without the scope's speaker names (others remain)."""
+    add(store, alice, "We called the puppy Biscuit.", speaker="Amara")
+    embedder = RecordingEmbedder()
+    retriever = HybridRetriever(store, embedder=embedder)
+    await retriever.search(alice, "What is the name of Amara's dog?")
+    assert embedder.texts[-1] == "What is the name of dog?"
+    await retriever.search(alice, "Amara?")
+    assert embedder.texts[-1] == "Amara?"
+    keep = HybridRetriever(
+        store, config=RetrievalConfig(dense_skip_speakers=False), embedder=embedder
+    )
+    await keep.search(alice, "What is the name of Amara's dog?")
+    assert embedder.texts[-1] == "What is the name of Amara's dog?"
+
+
+async def test_summed_neighbours_lift_the_turn_inside_a_relevant_exchange(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """In sum mode a turn between two found turns outranks a neighbour of one found turn,
+    and only the window around each trigger is read."""
+    texts = [
+        "filler one",
+        "I applied for the charge nurse job",
+        "When do you start?",
+        "charge nurse shifts are long",
+        "On the fifteenth of May.",
+        "filler two",
+        "filler three",
+    ]
+    ids = [add(store, alice, t, session_id="s", kind=RecordKind.MESSAGE) for t in texts]
+    cfg = RetrievalConfig(dense=False, entity=False, session_window=1, session_mode="sum")
+    got = await HybridRetriever(store, config=cfg).retrieve(alice, "charge nurse", limit=10)
+    order = [c.record.id for c in got]
+    # ids[2] sits between both found turns and gains from both: it joins them at the top,
+    # above ids[0] and ids[4], each beside one found turn only.
+    assert set(order[:3]) == {ids[1], ids[2], ids[3]}
+    assert set(order[3:5]) == {ids[0], ids[4]}
+    # Beyond the window of every found turn: never read, never returned.
+    assert ids[5] not in order and ids[6] not in order
+    maxed = cfg.model_copy(update={"session_mode": "max"})
+    got = await HybridRetriever(store, config=maxed).retrieve(alice, "charge nurse", limit=10)
+    scores = {c.record.id: c.score for c in got}
+    best = max(scores[ids[1]], scores[ids[3]])
+    assert scores[ids[2]] == pytest.approx(best * cfg.session_decay)
+
+
+async def test_a_when_question_lifts_the_turn_that_carries_the_date(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """Asked when, a turn with a date or time phrase gains temporal_boost; otherwise not."""
+    plain = add(store, alice, "I start the charge nurse job soon", session_id="a")
+    dated = add(store, alice, "The charge nurse job starts on 15 May", session_id="b")
+    cfg = RetrievalConfig(dense=False, entity=False, session_window=0, temporal_boost=0.5)
+    got = await HybridRetriever(store, config=cfg).search(alice, "When does the nurse job start?")
+    scores = {c.record.id: c.score for c in got.candidates}
+    off = cfg.model_copy(update={"temporal_boost": 0.0})
+    base = await HybridRetriever(store, config=off).search(alice, "When does the nurse job start?")
+    before = {c.record.id: c.score for c in base.candidates}
+    assert scores[dated] == pytest.approx(before[dated] * 1.5)
+    assert scores[plain] == pytest.approx(before[plain])
+    other = await HybridRetriever(store, config=cfg).search(alice, "the nurse job start")
+    assert {c.record.id: c.score for c in other.candidates} == before
