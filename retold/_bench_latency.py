@@ -34,12 +34,20 @@ transactions on the same file for random 50-500 ms periods (with 5-50 ms gaps) f
 whole run. Each turn is its own session (a conversation's next turn comes after its user
 read the answer), so the write-before-the-next-turn barrier is not timed here.
 ``decision_rows_missing`` checks that every turn wrote exactly one decision row.
+
+Garbage collection stays on, as in a host. Each measurement starts with a full collection
+(``gc.collect()``), so the bench's own setup (the records it wrote, the doubles it built
+before the clock) is not charged to some turn as a collection pause; collections the
+turns themselves trigger are timed, and ``gc_pause_ms_max`` / ``gc_full_collections``
+report the longest pause and the number of full (oldest-generation) collections during
+the timed turns.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
 import json
 import multiprocessing
@@ -247,7 +255,9 @@ def _orchestrator(
     )
 
 
-async def _gather(n: int, concurrency: int, job: Callable[[int], Awaitable[None]]) -> float:
+async def _gather(
+    n: int, concurrency: int, job: Callable[[int], Awaitable[None]], pauses: _GcPauses
+) -> float:
     """Run ``job(0..n-1)`` with at most ``concurrency`` at once; returns the wall time."""
     limiter = anyio.CapacityLimiter(concurrency)
 
@@ -255,11 +265,52 @@ async def _gather(n: int, concurrency: int, job: Callable[[int], Awaitable[None]
         async with limiter:
             await job(i)
 
+    pauses.settle()
     t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for i in range(n):
-            tg.start_soon(one, i)
-    return time.perf_counter() - t0
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+        return time.perf_counter() - t0
+    finally:
+        pauses.stop()
+
+
+class _GcPauses:
+    """Collection pauses while installed (``gc.callbacks``): the longest, and full ones."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.full = 0
+        self._t0 = 0.0
+        self._timing = False
+
+    def __enter__(self) -> _GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def settle(self) -> None:
+        """Start a measurement with no garbage from the bench's own setup (see module doc);
+        pauses count from here until :meth:`stop`."""
+        self._timing = False
+        gc.collect()
+        self._timing = True
+
+    def stop(self) -> None:
+        self._timing = False
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if not self._timing:
+            return
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        self.longest = max(self.longest, time.perf_counter() - self._t0)
+        if info["generation"] == 2:
+            self.full += 1
 
 
 def _r(value: float | None) -> float | None:
@@ -275,6 +326,7 @@ class _Bench:
         self.rng = random.Random(seed)
         self.turns = 0
         self._session = iter(range(10**9))
+        self.pauses = _GcPauses()
 
     async def turn(
         self,
@@ -312,12 +364,14 @@ class _Bench:
         self.retriever.spans = spans
         out: list[float] = []
         self.retriever.elapsed.clear()
+        self.pauses.settle()
         for _ in range(turns):
             spans.spans.clear()
             wall = await self.turn(
                 orch, draft=_Timed("draft", spans=spans), final=_Timed("final", spans=spans)
             )
             out.append(max(0.0, wall - spans.busy()))
+        self.pauses.stop()
         self.retriever.spans = None
         return out, list(self.retriever.elapsed)
 
@@ -332,7 +386,7 @@ class _Bench:
             wall = await self.turn(orch, draft=draft, final=_Timed("final"))
             added.append(max(0.0, wall - draft.elapsed))
 
-        await _gather(turns, concurrency, job)
+        await _gather(turns, concurrency, job, self.pauses)
         return added
 
     def _faulty(self, fault: str, behaviours: list[Behaviour]) -> tuple[Any, Any, dict[str, Any]]:
@@ -412,7 +466,7 @@ class _Bench:
             counts[fault] = counts.get(fault, 0) + 1
 
         try:
-            await _gather(turns, concurrency, job)
+            await _gather(turns, concurrency, job, self.pauses)
         finally:
             for b in behaviours:
                 b.release()
@@ -426,13 +480,16 @@ class _Bench:
         async def job(i: int) -> None:
             await self.turn(orch, draft=_Timed("draft"), final=_Timed("final"))
 
-        return await _gather(turns, concurrency, job)
+        return await _gather(turns, concurrency, job, self.pauses)
 
 
 def _populate(
     store: SQLiteStore, records: int, *, embedder: HashingEmbedder | None
 ) -> list[Record]:
-    """Write ``records`` records for each of two principals (and their vectors)."""
+    """Write ``records`` records for each of two principals (and their vectors).
+
+    Returns the bench principal's first eight records.
+    """
     rng = random.Random(11)
     mine: list[Record] = []
     for scope in (_SCOPE, _OTHER):
@@ -447,8 +504,10 @@ def _populate(
                 for i in range(start, min(records, start + 500))
             ]
             written = store.add_batch(scope, drafts)
-            if scope == _SCOPE:
-                mine.extend(written)
+            if scope == _SCOPE and len(mine) < 8:
+                # Only a few are needed; holding 20k record models would slow every
+                # collection of the timed turns that follow.
+                mine.extend(written[: 8 - len(mine)])
         index_entities(store, scope)
         if embedder is not None:
             anyio.run(ensure_vectors, store, scope, embedder)
@@ -465,10 +524,12 @@ async def _run(
 ) -> dict[str, Any]:
     admit = [r.id for r in records[:2]]
     bench = _Bench(store, retriever, admit, seed)
-    overhead, retrieval = await bench.overhead(turns)
-    added = await bench.empty_gap(turns, concurrency)
-    overrun, by_fault, counts = await bench.budget(turns, concurrency)
-    wall = await bench.throughput(turns, concurrency)
+    pauses = bench.pauses
+    with pauses:
+        overhead, retrieval = await bench.overhead(turns)
+        added = await bench.empty_gap(turns, concurrency)
+        overrun, by_fault, counts = await bench.budget(turns, concurrency)
+        wall = await bench.throughput(turns, concurrency)
     await anyio.to_thread.run_sync(bench.audit.flush)
     rows = store.query(
         "SELECT count(*) AS n FROM turn_decisions WHERE tenant = ? AND principal = ?",
@@ -493,6 +554,8 @@ async def _run(
         "turns_by_fault": dict(sorted(counts.items())),
         "turns_per_second": round(turns / wall, 1) if wall > 0 else None,
         "decision_rows_missing": bench.turns - int(rows),
+        "gc_pause_ms_max": _r(pauses.longest * 1000),
+        "gc_full_collections": pauses.full,
     }
 
 

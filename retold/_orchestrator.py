@@ -16,6 +16,7 @@ import contextvars
 import hashlib
 import inspect
 import math
+import queue
 import re
 import threading
 import time
@@ -324,8 +325,66 @@ def _is_async(fn: Any) -> bool:
     )
 
 
+class _DaemonWorkers:
+    """Reusable daemon threads for blocking host callables (sync policies, inventory functions).
+
+    A call is handed over through a queue, so the event loop never waits for a thread to
+    start: ``Thread.start()`` blocks its caller until the new thread has run, which takes
+    milliseconds (tens of them when other threads hold the GIL) and would stall every turn
+    of the process. When no worker is idle, a helper thread starts one. A call that never
+    returns keeps its worker; the others are reused, and a worker idle for ``idle_s`` exits.
+    """
+
+    def __init__(self, idle_s: float = 30.0) -> None:
+        self._idle_s = idle_s
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wanted: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._idle = 0  # workers waiting for a job that no queued job is promised to
+        self._spawner: threading.Thread | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on a worker; returns at once. ``job`` must not raise."""
+        first = None
+        with self._lock:
+            self._jobs.put(job)
+            if self._idle:
+                self._idle -= 1
+                return
+            self._wanted.put(None)
+            if self._spawner is None:
+                first = self._spawner = threading.Thread(
+                    target=self._spawn, name="retold-policy-spawner", daemon=True
+                )
+        if first is not None:
+            first.start()  # once per process: the only thread start a caller waits for
+
+    def _spawn(self) -> None:
+        while True:
+            self._wanted.get()
+            threading.Thread(target=self._work, name="retold-policy-call", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle:  # an unpromised waiting worker may leave: this one
+                        self._idle -= 1
+                        return
+                continue  # a job was promised to a waiting worker: stay for it
+            job()
+            with self._lock:
+                self._idle += 1
+
+
+#: The process's daemon workers for blocking host calls on the turn path.
+_WORKERS = _DaemonWorkers()
+
+
 async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
-    """Run blocking ``fn`` on a fresh daemon thread; cancelling the caller abandons it.
+    """Run blocking ``fn`` on a daemon worker thread; cancelling the caller abandons it.
 
     Not anyio's worker pool: its threads are not daemons on asyncio, so a policy call
     that never returns would keep the host process from exiting (§5 wants daemon threads).
@@ -344,7 +403,7 @@ async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
         with contextlib.suppress(Exception):
             anyio.from_thread.run_sync(done.set, token=token)
 
-    threading.Thread(target=target, name="retold-policy-call", daemon=True).start()
+    _WORKERS.submit(target)
     await done.wait()
     ok, value = box[0]
     if not ok:
@@ -814,10 +873,13 @@ class UtilityAwareOrchestrator:
                             budget_scope.deadline, anyio.current_time() + budget / 1000
                         )
 
-                tg.start_soon(draft_task)
                 if run_conditional:
                     assert retriever is not None
                     tg.start_soon(self._plan_and_retrieve, t, budget_scope, retriever, inventory)
+                # The draft runs in this task, not a child: it starts without waiting for
+                # the event loop to schedule a task, and the turn carries on the moment it
+                # returns (at concurrency, each scheduling round waits behind other turns).
+                await draft_task()
         finally:
             # Whatever the conditional path left running on worker threads stops its SQL now.
             t.budget_deadline.expire()
