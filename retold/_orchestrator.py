@@ -21,7 +21,8 @@ import re
 import threading
 import time
 import uuid
-from collections import Counter
+import weakref
+from collections import Counter, deque
 from collections.abc import Callable, Generator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -281,21 +282,53 @@ def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
     task_state). Returned in :class:`GapCategory` order. One ``EXISTS`` probe per kind on
     the ``inventory_kinds`` index, so it does not grow with the principal's record count.
     """
-    kinds = list(_KIND_TO_CATEGORY)
+    sql, params = _inventory_query(store, scope)
+    return _inventory_categories(store.query(sql, params)[0])
+
+
+_INVENTORY_KINDS = tuple(_KIND_TO_CATEGORY)
+_INVENTORY_SQL = "SELECT " + ", ".join(
+    "EXISTS (SELECT 1 FROM records WHERE tenant = ? AND principal = ? AND kind = ? "
+    "AND lifecycle = 'active' AND activation = 'conditional' AND superseded_by IS NULL "
+    f"AND (expires_at IS NULL OR expires_at > ?)) AS k{i}"
+    for i in range(len(_INVENTORY_KINDS))
+)
+
+
+def _inventory_query(store: SQLiteStore, scope: Principal) -> tuple[str, list[Any]]:
     now = iso(store.clock())
-    probe = (
-        "EXISTS (SELECT 1 FROM records WHERE tenant = ? AND principal = ? AND kind = ? "
-        "AND lifecycle = 'active' AND activation = 'conditional' AND superseded_by IS NULL "
-        "AND (expires_at IS NULL OR expires_at > ?))"
-    )
     params: list[Any] = []
-    for kind in kinds:
+    for kind in _INVENTORY_KINDS:
         params += [scope.tenant, scope.principal, kind, now]
-    row = store.query("SELECT " + ", ".join(f"{probe} AS k{i}" for i in range(len(kinds))), params)[
-        0
-    ]
-    found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(kinds) if row[f"k{i}"]}
+    return _INVENTORY_SQL, params
+
+
+def _inventory_categories(row: Mapping[str, Any]) -> list[str]:
+    found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(_INVENTORY_KINDS) if row[f"k{i}"]}
     return [c.value for c in GapCategory if c in found]
+
+
+#: The longest a read of the turn path runs on the event loop itself before it is handed to
+#: a worker thread instead (:meth:`SQLiteStore.query_inline`). The inventory and candidate
+#: verification take tens to a few hundred microseconds on an index; a thread hop costs
+#: about as much again in event-loop time, plus a wake-up of the loop.
+INLINE_READ_S = 0.001
+
+
+async def _turn_read(store: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    """A small read of the turn path: on the event loop when it fits :data:`INLINE_READ_S`
+    without waiting for a lock, else on a worker thread (abandoned if the turn moves on).
+    Either way it is bounded by the context's :class:`~retold._store.Deadline`."""
+    inline = getattr(store, "query_inline", None)
+    rows: list[dict[str, Any]] | None = (
+        inline(sql, params, within_s=INLINE_READ_S) if inline is not None else None
+    )
+    if rows is not None:
+        return rows
+    read: list[dict[str, Any]] = await anyio.to_thread.run_sync(
+        store.query, sql, params, abandon_on_cancel=True
+    )
+    return read
 
 
 def render_memory(records: Sequence[Record]) -> str:
@@ -572,6 +605,68 @@ def _identity(policy: object | None) -> str | None:
     return f"{type(policy).__module__}.{type(policy).__qualname__}"
 
 
+class _StageLatency:
+    """Recent wall times of one retriever's retrieval stage (seconds, on the orchestrator clock).
+
+    A completed retrieval gives its time; one cut short by its deadline gives a lower bound.
+    :meth:`estimate` is the fastest recent completion, or, when none completed lately, the
+    longest cut-short run (it takes at least that long). Observations expire after
+    :data:`_LATENCY_TTL_S`, so a retriever that got faster is tried again.
+    """
+
+    __slots__ = ("_lock", "_seen")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: deque[tuple[float, float, bool]] = deque(maxlen=32)
+
+    def add(self, now: float, seconds: float, completed: bool) -> None:
+        with self._lock:
+            self._seen.append((now, seconds, completed))
+
+    def estimate(self, now: float) -> float | None:
+        with self._lock:
+            while self._seen and now - self._seen[0][0] > _LATENCY_TTL_S:
+                self._seen.popleft()
+            done = [s for _, s, ok in self._seen if ok]
+            if done:
+                return min(done)
+            return max((s for _, s, _ in self._seen), default=None)
+
+
+#: How long an observed retrieval time counts towards the estimate.
+_LATENCY_TTL_S = 30.0
+
+
+class _RetrievalLatencies:
+    """Per-retriever :class:`_StageLatency`, shared by every orchestrator over one store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[int, tuple[weakref.ref[Any], _StageLatency]] = {}
+
+    def of(self, retriever: object) -> _StageLatency | None:
+        """The retriever's record (None for an object that cannot be weakly referenced)."""
+        key = id(retriever)
+        with self._lock:
+            entry = self._by_id.get(key)
+            if entry is not None and entry[0]() is retriever:
+                return entry[1]
+            try:
+                ref = weakref.ref(retriever, lambda _: self._forget(key))
+            except TypeError:
+                return None
+            latency = _StageLatency()
+            self._by_id[key] = (ref, latency)
+            return latency
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            entry = self._by_id.get(key)
+            if entry is not None and entry[0]() is None:
+                del self._by_id[key]
+
+
 class _Fail(Exception):
     """Internal: a stage failed closed with ``reason``."""
 
@@ -763,6 +858,12 @@ class UtilityAwareOrchestrator:
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)
+        shared = getattr(store, "shared", None)
+        self._latencies: _RetrievalLatencies = (
+            shared("retrieval-latency", _RetrievalLatencies)
+            if shared is not None
+            else _RetrievalLatencies()
+        )
         #: Async policies caught blocking the event loop or ignoring cancellation, by kind.
         self.stalls: Counter[str] = Counter()
         self._snapshot = cfg.snapshot()
@@ -970,23 +1071,56 @@ class UtilityAwareOrchestrator:
             if not decision.gaps:
                 return
             t.stage = Stage.RETRIEVAL
+            latency = self._latencies.of(retriever)
+            too_slow = self._cannot_cover(t, latency)
+            if too_slow:
+                t.timeouts["retrieval"] = 0.0
+                t.fail(Stage.RETRIEVAL, FailureReason.BUDGET_EXHAUSTED, too_slow)
+                return
             retrieval_start = self._clock()
+            completed: bool | None = None
             try:
                 await self._run_retrieval(t, retriever, decision)
+                completed = True
             except _Fail as exc:
+                if exc.reason in (FailureReason.TIMEOUT, FailureReason.BUDGET_EXHAUSTED):
+                    completed = False
                 t.fail(Stage.RETRIEVAL, exc.reason, exc.detail)
             except BaseException as exc:
                 if _cancelled_by_caller(exc):
+                    if budget_scope.cancel_called:
+                        completed = False  # cut short by the budget
                     raise
                 t.fail(Stage.RETRIEVAL, _classify(exc), type(exc).__name__)
             finally:
-                t.elapsed[Stage.RETRIEVAL] = self._clock() - retrieval_start
+                end = self._clock()
+                t.elapsed[Stage.RETRIEVAL] = end - retrieval_start
+                if latency is not None and completed is not None:
+                    latency.add(end, end - retrieval_start, completed)
         if budget_scope.cancelled_caught:
             t.fail(t.stage, FailureReason.BUDGET_EXHAUSTED, "budget deadline passed")
         if t.budget_ms is not None and t.draft_done is not None and "gap" in t.timeouts:
             # Record the clamp: the planner's own timeout or what the budget left it.
             clamp = (t.draft_done - gap_start) * 1000 + t.budget_ms
             t.timeouts["gap"] = round(min(float(self.config.gap_timeout_ms), clamp), 3)
+
+    def _cannot_cover(self, t: _Turn, latency: _StageLatency | None) -> str | None:
+        """Why the budget left cannot cover this retriever's recent retrieval time, if so.
+
+        A retrieval that cannot finish would only be abandoned at the deadline, its worker
+        threads still competing for the CPU (and the GIL) with every other turn; it is not
+        started, and the turn withholds memory at once (``budget_exhausted``).
+        """
+        if latency is None or t.budget_ms is None:
+            return None
+        expect = latency.estimate(self._clock())
+        remaining = t.remaining_ms()
+        if expect is None or remaining is None or remaining >= expect * 1000:
+            return None
+        return (
+            f"retrieval takes about {_ms(expect)} ms lately; "
+            f"{max(0.0, round(remaining, 3))} ms of budget left"
+        )
 
     async def _inventory(self, t: _Turn, timeout_s: float) -> list[str]:
         """The content-free inventory, within the gap stage's timeout (and the budget)."""
@@ -996,9 +1130,10 @@ class UtilityAwareOrchestrator:
             with bounded_by(deadline), anyio.move_on_after(timeout_s) as scope:
                 call = partial(fn, self.store, t.scope)
                 if fn is store_inventory:
-                    raw = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-                else:  # a host's function may never return: a daemon thread, abandoned
-                    raw = await _in_daemon_thread(call)
+                    rows = await _turn_read(self.store, *_inventory_query(self.store, t.scope))
+                    return _inventory_categories(rows[0])
+                # A host's function may never return: a daemon thread, abandoned.
+                raw = await _in_daemon_thread(call)
                 return [str(x) for x in raw]
         except Exception as exc:
             raise _Fail(_classify(exc), f"inventory: {type(exc).__name__}") from exc
@@ -1115,13 +1250,7 @@ class UtilityAwareOrchestrator:
                         tg.start_soon(one, i)
                 if not errors:
                     merged = _merge([r or [] for r in results], cfg.max_candidates * len(gaps))
-                    verified = await anyio.to_thread.run_sync(
-                        self._verify,
-                        t.scope,
-                        merged,
-                        frozenset(t.profile.record_ids),
-                        abandon_on_cancel=True,
-                    )
+                    verified = await self._verify(t.scope, merged, frozenset(t.profile.record_ids))
         except DeadlineExceeded as exc:
             raise _Fail(_classify(exc), "candidate verification was interrupted") from exc
         finally:
@@ -1148,7 +1277,7 @@ class UtilityAwareOrchestrator:
             out.append(item)
         return out
 
-    def _verify(
+    async def _verify(
         self, scope: Principal, candidates: list[Candidate], in_profile: frozenset[str]
     ) -> list[Candidate]:
         """Re-read candidates from the store: out-of-scope ids fail closed, dead ones drop.
@@ -1163,13 +1292,13 @@ class UtilityAwareOrchestrator:
         ids = [c.record.id for c in candidates]
         marks = ", ".join("?" for _ in ids)
         hint = retrieval_sql(self.store).no_index
-        rows = self.store.query(
-            # Unary + keeps SQLite's planner on the id index: on the scope index this would
-            # read every record of the principal (200 ms at 20k records).
+        # Unary + keeps SQLite's planner on the id index: on the scope index this would
+        # read every record of the principal (200 ms at 20k records).
+        sql = (
             f"SELECT {_RECORD_COLUMNS} FROM records "
-            f"WHERE {hint}tenant = ? AND {hint}principal = ? AND id IN ({marks})",
-            [scope.tenant, scope.principal, *ids],
+            f"WHERE {hint}tenant = ? AND {hint}principal = ? AND id IN ({marks})"
         )
+        rows = await _turn_read(self.store, sql, [scope.tenant, scope.principal, *ids])
         stored = {row["id"]: _row_to_record(row) for row in rows}
         missing = [i for i in ids if i not in stored]
         if missing:

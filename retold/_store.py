@@ -218,6 +218,15 @@ def _sqlite_cause(exc: BaseException) -> sqlite3.Error | None:
     return None
 
 
+def _busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds a lock this one needs."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 _CORE_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE retold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -1305,6 +1314,62 @@ class SQLiteStore(_SharedStoreOps):
             return self._run(conn, sql, params, deadline)
         finally:
             self._give_back(conn)
+
+    def query_inline(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = (), *, within_s: float
+    ) -> list[dict[str, Any]] | None:
+        """Run a small read on the calling thread, if it finishes in ``within_s`` without waiting.
+
+        For the event loop's own short reads on the turn path (the inventory, candidate
+        verification), where handing the read to a worker thread costs more than the read:
+        it never waits for a lock (SQLite's busy handler is off for the attempt, and this
+        store's own lock is only tried), and the statement is interrupted after
+        ``within_s`` or at the context's :class:`Deadline`, whichever comes first.
+
+        Returns:
+            The rows as dicts, or None when the read could not finish that way (a lock was
+            busy, or the time ran out): run :meth:`query` on a worker thread instead.
+
+        Raises:
+            DeadlineExceeded: the context's deadline passed (before or during the read).
+        """
+        outer = _ACTIVE_DEADLINE.get()
+        if outer is not None and outer.passed():
+            raise outer.exceeded("a read")
+        limit = Deadline.after(within_s, parent=outer)
+        writing = getattr(self._local, "writing", False)
+        pooled = self._readers is not None and not writing
+        if pooled:
+            conn = self._reader()
+        elif self._lock.acquire(blocking=False):
+            conn = self._conn
+        else:
+            return None
+        cursor: sqlite3.Cursor | None = None
+        try:
+            if not writing:
+                # Inside a write the write's own progress handler and lock already apply.
+                conn.set_progress_handler(limit.passed, _PROGRESS_STEPS)
+                conn.execute("PRAGMA busy_timeout = 0")
+            cursor = conn.execute(sql, params)
+            keys = [d[0] for d in cursor.description or ()]
+            return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
+        except sqlite3.OperationalError as exc:
+            if outer is not None and outer.passed():
+                raise outer.exceeded("a read") from exc
+            if _interrupted(exc) or _busy(exc):
+                return None
+            raise
+        finally:
+            if cursor is not None:
+                cursor.close()
+            if not writing:
+                conn.set_progress_handler(None, 0)
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            if pooled:
+                self._give_back(conn)
+            else:
+                self._lock.release()
 
     def query_tuples(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
