@@ -43,6 +43,9 @@ def test_bench_latency_prints_the_figures(
     assert set(data["overrun_by_fault"]) == set(FAULTS)
     assert all(v >= 0 for v in data["overrun_by_fault"].values())
     assert data["decision_rows_missing"] == 0
+    # Collection pauses of the timed turns are reported, not hidden.
+    assert isinstance(data["gc_pause_ms_max"], float) and data["gc_pause_ms_max"] >= 0
+    assert isinstance(data["gc_full_collections"], int) and data["gc_full_collections"] >= 0
     assert (data["contention_holds"] > 0) == contention
 
 

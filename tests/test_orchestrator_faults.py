@@ -437,3 +437,32 @@ async def test_sync_policies_run_on_abandonable_daemon_threads(
         )
     assert decision.failure is not None and decision.failure.reason is FailureReason.TIMEOUT
     assert len(threads) == 1 and threads[0].daemon and threads[0].is_alive()
+
+
+def test_blocking_calls_go_to_daemon_workers_and_a_hung_one_keeps_only_its_own() -> None:
+    """A blocking call is handed to a daemon worker (the caller never starts a thread
+    itself); a call that never returns keeps its worker, and the next call gets another."""
+    from retold._orchestrator import _DaemonWorkers
+
+    workers = _DaemonWorkers(idle_s=5.0)
+    release, hung, ran = threading.Event(), threading.Event(), threading.Event()
+    threads: dict[str, threading.Thread] = {}
+
+    def hang() -> None:
+        threads["hang"] = threading.current_thread()
+        hung.set()
+        release.wait(10)
+
+    def quick() -> None:
+        threads["quick"] = threading.current_thread()
+        ran.set()
+
+    workers.submit(hang)
+    assert hung.wait(10)
+    workers.submit(quick)
+    try:
+        assert ran.wait(10)
+    finally:
+        release.set()
+    assert threads["hang"] is not threads["quick"]
+    assert all(t.daemon and t.name == "retold-policy-call" for t in threads.values())

@@ -35,9 +35,11 @@ from retold import (
 from retold._retrieval import HybridRetriever, RetrievalConfig
 from retold._store import Deadline, bounded_by
 from retold.testing import (
+    FakeRetriever,
     FunctionAdmissionPolicy,
     FunctionGapPolicy,
     HashingEmbedder,
+    ManualClock,
     ScriptedAdmissionPolicy,
     ScriptedGapPolicy,
     ScriptedGeneration,
@@ -444,3 +446,102 @@ def test_the_default_inventory_probes_an_index(store: SQLiteStore, alice: Princi
         ["acme", "alice", "fact"],
     )
     assert any("inventory_kinds" in str(row["detail"]) for row in plan)
+
+
+# -- reads on the event loop ---------------------------------------------------------------
+
+
+def test_an_inline_read_returns_rows_and_never_waits_for_a_lock(
+    file_store: SQLiteStore, path: Path
+) -> None:
+    """A small read runs on the calling thread, even while another process holds the write
+    lock (WAL readers do not wait for it)."""
+    holder = LockHolder(path)
+    try:
+        rows = file_store.query_inline("SELECT count(*) AS n FROM records", within_s=1.0)
+    finally:
+        holder.release()
+    assert rows == [{"n": 0}]
+
+
+def test_an_inline_read_that_runs_long_gives_way_to_a_worker_thread(
+    file_store: SQLiteStore,
+) -> None:
+    """A read past its time slice is interrupted and reports None (run it on a thread)."""
+    t0 = time.monotonic()
+    assert file_store.query_inline(ENDLESS_SQL, within_s=0.005) is None
+    assert time.monotonic() - t0 < FAR_BELOW_BUSY_TIMEOUT_S
+    assert file_store.query_inline("SELECT 1 AS one", within_s=1.0) == [{"one": 1}]
+
+
+def test_an_inline_read_past_the_turns_deadline_raises(file_store: SQLiteStore) -> None:
+    """The context's deadline still applies: a read interrupted by it is DeadlineExceeded."""
+    with bounded_by(Deadline.after(0.02, kind="budget")):
+        with pytest.raises(DeadlineExceeded) as info:
+            file_store.query_inline(ENDLESS_SQL, within_s=60.0)
+    assert info.value.kind == "budget"
+
+
+def test_an_inline_read_on_a_locked_memory_store_gives_way() -> None:
+    """A ``:memory:`` store reads on its write connection: while another thread holds it,
+    the inline read reports None at once instead of waiting."""
+    store = SQLiteStore(":memory:")
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.write():
+            taken.set()
+            done.wait(FAR_BELOW_BUSY_TIMEOUT_S)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(FAR_BELOW_BUSY_TIMEOUT_S)
+        assert store.query_inline("SELECT 1 AS one", within_s=1.0) is None
+    finally:
+        done.set()
+        holder.join()
+    assert store.query_inline("SELECT 1 AS one", within_s=1.0) == [{"one": 1}]
+    store.close()
+
+
+# -- stages that cannot finish are not started ----------------------------------------------
+
+
+async def test_a_retrieval_the_budget_cannot_cover_is_not_started(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """After this retriever took 40 ms, a turn with 10 ms of budget withholds memory at once
+    (budget_exhausted) without calling it; a larger budget runs it, and the estimate
+    expires so a retriever that got faster is tried again."""
+    clock = ManualClock()
+    vim = store.add(alice, RecordDraft(text="Alice likes the vim editor", kind="preference"))
+    retriever = FakeRetriever([vim], cost_ms=40, clock=clock)
+    orch = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy([("preference", "editor")]),
+        admission_policy=ScriptedAdmissionPolicy("all"),
+        clock=clock,
+    )
+    first = await turn(orch, alice, retriever, turn_index=0)
+    assert first.disposition is Disposition.REGENERATED and len(retriever.calls) == 1
+
+    skipped = await turn(orch, alice, retriever, budget=10, turn_index=1)
+    assert len(retriever.calls) == 1
+    assert skipped.disposition is Disposition.BASELINE_BUDGET_EXHAUSTED
+    assert skipped.failure is not None
+    assert (skipped.failure.stage, skipped.failure.reason) == (
+        Stage.RETRIEVAL,
+        FailureReason.BUDGET_EXHAUSTED,
+    )
+    assert "retrieval takes about 40.0 ms" in skipped.failure.detail
+    assert skipped.searches == () and skipped.response == "the draft"
+
+    await turn(orch, alice, retriever, budget=100, turn_index=2)
+    assert len(retriever.calls) == 2
+
+    clock.advance(60_000)  # the observations expire
+    await turn(orch, alice, retriever, budget=10, turn_index=3)
+    assert len(retriever.calls) == 3
+    await orch.flush()
