@@ -267,6 +267,11 @@ def has_secret(text: str) -> bool:
     return bool(find_secrets(text))
 
 
+#: Bounds of a :class:`Redactor`'s set of strings known to hold no secret.
+_CLEAN_MAX_CHARS = 256
+_CLEAN_MAX_ENTRIES = 4096
+
+
 class Redactor:
     """Replaces secrets with ``[REDACTED:<family>-<id>]``.
 
@@ -281,6 +286,10 @@ class Redactor:
             raise ValueError("redaction key must be at least 16 bytes")
         self._key = key
         self._tenants: dict[str, Redactor] = {}
+        # Short strings already found to hold no secret (codes, ids, policy names repeat on
+        # every audit row): redacting them again would find nothing again. Strings with a
+        # secret are never kept, so the set holds no secret.
+        self._clean: set[str] = set()
 
     def for_tenant(self, tenant: str) -> Redactor:
         """The redactor of one tenant: same detectors, a key derived for that tenant."""
@@ -302,11 +311,15 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every detected secret replaced. Linear in ``len(text)``."""
-        if not text:
+        if not text or text in self._clean:
             return text
         view, index = _normalise(text)
         spans = _non_overlapping(_candidate_spans(view))
         if not spans:
+            if len(text) <= _CLEAN_MAX_CHARS:
+                if len(self._clean) >= _CLEAN_MAX_ENTRIES:
+                    self._clean.clear()
+                self._clean.add(text)
             return text
         pieces: list[str] = []
         cursor = 0
