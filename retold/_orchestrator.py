@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.from_thread
@@ -282,29 +282,20 @@ def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
     task_state). Returned in :class:`GapCategory` order. One ``EXISTS`` probe per kind on
     the ``inventory_kinds`` index, so it does not grow with the principal's record count.
     """
-    sql, params = _inventory_query(store, scope)
-    return _inventory_categories(store.query(sql, params)[0])
-
-
-_INVENTORY_KINDS = tuple(_KIND_TO_CATEGORY)
-_INVENTORY_SQL = "SELECT " + ", ".join(
-    "EXISTS (SELECT 1 FROM records WHERE tenant = ? AND principal = ? AND kind = ? "
-    "AND lifecycle = 'active' AND activation = 'conditional' AND superseded_by IS NULL "
-    f"AND (expires_at IS NULL OR expires_at > ?)) AS k{i}"
-    for i in range(len(_INVENTORY_KINDS))
-)
-
-
-def _inventory_query(store: SQLiteStore, scope: Principal) -> tuple[str, list[Any]]:
+    kinds = list(_KIND_TO_CATEGORY)
     now = iso(store.clock())
+    probe = (
+        "EXISTS (SELECT 1 FROM records WHERE tenant = ? AND principal = ? AND kind = ? "
+        "AND lifecycle = 'active' AND activation = 'conditional' AND superseded_by IS NULL "
+        "AND (expires_at IS NULL OR expires_at > ?))"
+    )
     params: list[Any] = []
-    for kind in _INVENTORY_KINDS:
+    for kind in kinds:
         params += [scope.tenant, scope.principal, kind, now]
-    return _INVENTORY_SQL, params
-
-
-def _inventory_categories(row: Mapping[str, Any]) -> list[str]:
-    found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(_INVENTORY_KINDS) if row[f"k{i}"]}
+    row = store.query("SELECT " + ", ".join(f"{probe} AS k{i}" for i in range(len(kinds))), params)[
+        0
+    ]
+    found = {_KIND_TO_CATEGORY[kind] for i, kind in enumerate(kinds) if row[f"k{i}"]}
     return [c.value for c in GapCategory if c in found]
 
 
@@ -313,6 +304,30 @@ def _inventory_categories(row: Mapping[str, Any]) -> list[str]:
 #: verification take tens to a few hundred microseconds on an index; a thread hop costs
 #: about as much again in event-loop time, plus a wake-up of the loop.
 INLINE_READ_S = 0.001
+
+
+class _NotInline(Exception):
+    """Internal: a read could not finish on the event loop at once (use a worker thread)."""
+
+
+class _InlineReads:
+    """A store seen through its event-loop reads (:meth:`SQLiteStore.query_inline`).
+
+    Lets :func:`store_inventory`, unchanged (its source is part of the bundle manifest), read
+    on the event loop; a read that must go to a worker thread raises :class:`_NotInline`.
+    """
+
+    __slots__ = ("_store", "clock")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self.clock = store.clock
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        rows = self._store.query_inline(sql, params, within_s=INLINE_READ_S)
+        if rows is None:
+            raise _NotInline
+        return rows
 
 
 async def _turn_read(store: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -756,7 +771,9 @@ class UtilityAwareOrchestrator:
     configured default; None bounds only the per-stage timeouts; 0 skips gap planning,
     retrieval and admission; a positive budget is a deadline from the draft's completion
     that also clamps every later stage. Regeneration runs only if the budget left is at
-    least this turn's draft latency (otherwise ``admitted_not_applied``). Shadow mode runs
+    least this turn's draft latency (otherwise ``admitted_not_applied``); likewise retrieval
+    starts only if the budget left covers the retriever's recent retrieval time (otherwise
+    ``budget_exhausted`` at once, see :class:`_StageLatency`). Shadow mode runs
     the same path, never calls ``generate_final`` and records the disposition the live
     path would have had. The turn-decision row is handed to the store's
     :class:`~retold.DecisionWriter` and written off the turn's critical path (see
@@ -1129,11 +1146,17 @@ class UtilityAwareOrchestrator:
         try:
             with bounded_by(deadline), anyio.move_on_after(timeout_s) as scope:
                 call = partial(fn, self.store, t.scope)
+                raw: Sequence[str]
                 if fn is store_inventory:
-                    rows = await _turn_read(self.store, *_inventory_query(self.store, t.scope))
-                    return _inventory_categories(rows[0])
-                # A host's function may never return: a daemon thread, abandoned.
-                raw = await _in_daemon_thread(call)
+                    try:
+                        if not hasattr(self.store, "query_inline"):
+                            raise _NotInline
+                        inline = cast(SQLiteStore, _InlineReads(self.store))
+                        raw = store_inventory(inline, t.scope)
+                    except _NotInline:  # a lock was busy or the read was slow
+                        raw = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                else:  # a host's function may never return: a daemon thread, abandoned
+                    raw = await _in_daemon_thread(call)
                 return [str(x) for x in raw]
         except Exception as exc:
             raise _Fail(_classify(exc), f"inventory: {type(exc).__name__}") from exc
