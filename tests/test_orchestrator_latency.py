@@ -545,3 +545,19 @@ async def test_a_retrieval_the_budget_cannot_cover_is_not_started(
     await turn(orch, alice, retriever, budget=10, turn_index=3)
     assert len(retriever.calls) == 3
     await orch.flush()
+
+
+async def test_the_draft_runs_in_the_callers_own_task(store: SQLiteStore, alice: Principal) -> None:
+    """The draft is awaited in the calling task, not a spawned one: it starts without a
+    scheduling round, and the turn carries on the moment it returns."""
+    caller = anyio.get_current_task().id
+    seen: list[int] = []
+
+    async def draft(request: Any) -> str:
+        seen.append(anyio.get_current_task().id)
+        return "the draft"
+
+    orch = orchestrator(store, gap=ScriptedGapPolicy([]))
+    decision = await turn(orch, alice, StoreRetriever(store), draft=draft)
+    assert seen == [caller] and decision.response == "the draft"
+    await orch.flush()
