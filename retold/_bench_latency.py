@@ -256,7 +256,7 @@ def _orchestrator(
 
 
 async def _gather(
-    n: int, concurrency: int, job: Callable[[int], Awaitable[None]], pauses: _GcPauses
+    n: int, concurrency: int, job: Callable[[int], Awaitable[None]], pauses: _Monitor
 ) -> float:
     """Run ``job(0..n-1)`` with at most ``concurrency`` at once; returns the wall time."""
     limiter = anyio.CapacityLimiter(concurrency)
@@ -276,16 +276,32 @@ async def _gather(
         pauses.stop()
 
 
-class _GcPauses:
-    """Collection pauses while installed (``gc.callbacks``): the longest, and full ones."""
+def _runqueue_wait_s() -> float | None:
+    """Seconds this thread has been runnable but not running (Linux ``schedstat``)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _Monitor:
+    """What the timed turns share with the rest of the machine, while installed.
+
+    Collection pauses (``gc.callbacks``): the longest and the number of full ones; and how
+    long the event loop's thread waited for a CPU (runnable, not running: other processes
+    or this one's own threads had the cores), summed over the timed turns.
+    """
 
     def __init__(self) -> None:
         self.longest = 0.0
         self.full = 0
+        self.cpu_wait: float | None = 0.0
         self._t0 = 0.0
+        self._wait0: float | None = None
         self._timing = False
 
-    def __enter__(self) -> _GcPauses:
+    def __enter__(self) -> _Monitor:
         gc.callbacks.append(self._callback)
         return self
 
@@ -294,13 +310,19 @@ class _GcPauses:
 
     def settle(self) -> None:
         """Start a measurement with no garbage from the bench's own setup (see module doc);
-        pauses count from here until :meth:`stop`."""
+        pauses and the CPU wait count from here until :meth:`stop`."""
         self._timing = False
         gc.collect()
+        self._wait0 = _runqueue_wait_s()
         self._timing = True
 
     def stop(self) -> None:
         self._timing = False
+        end = _runqueue_wait_s()
+        if self.cpu_wait is None or end is None or self._wait0 is None:
+            self.cpu_wait = None
+        else:
+            self.cpu_wait += end - self._wait0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if not self._timing:
@@ -326,7 +348,7 @@ class _Bench:
         self.rng = random.Random(seed)
         self.turns = 0
         self._session = iter(range(10**9))
-        self.pauses = _GcPauses()
+        self.pauses = _Monitor()
 
     async def turn(
         self,
@@ -556,6 +578,7 @@ async def _run(
         "decision_rows_missing": bench.turns - int(rows),
         "gc_pause_ms_max": _r(pauses.longest * 1000),
         "gc_full_collections": pauses.full,
+        "loop_cpu_wait_ms": _r(None if pauses.cpu_wait is None else pauses.cpu_wait * 1000),
     }
 
 

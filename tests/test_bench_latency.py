@@ -46,6 +46,7 @@ def test_bench_latency_prints_the_figures(
     # Collection pauses of the timed turns are reported, not hidden.
     assert isinstance(data["gc_pause_ms_max"], float) and data["gc_pause_ms_max"] >= 0
     assert isinstance(data["gc_full_collections"], int) and data["gc_full_collections"] >= 0
+    assert data["loop_cpu_wait_ms"] is None or data["loop_cpu_wait_ms"] >= 0
     assert (data["contention_holds"] > 0) == contention
 
 
