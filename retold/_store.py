@@ -1410,17 +1410,26 @@ class SQLiteStore(_SharedStoreOps):
         *,
         tuples: bool = False,
     ) -> list[Any]:
-        if deadline is not None:
-            conn.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
+        clamped = False
         cursor: sqlite3.Cursor | None = None
         try:
+            if deadline is not None:
+                conn.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
+                # A reader can wait for a lock too (another process in exclusive locking
+                # mode, WAL recovery), and no progress handler runs while it waits.
+                left_ms = deadline.remaining() * 1000
+                if left_ms < self._busy_ms:
+                    clamped = True
+                    conn.execute(f"PRAGMA busy_timeout = {max(1, math.ceil(left_ms))}")
             cursor = conn.execute(sql, params)
             if tuples:
                 return list(cursor.fetchall())
             keys = [d[0] for d in cursor.description or ()]
             return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
         except sqlite3.Error as exc:
-            if deadline is not None and (_interrupted(exc) or deadline.passed()):
+            if deadline is not None and (
+                _interrupted(exc) or deadline.passed() or (clamped and _busy(exc))
+            ):
                 raise deadline.exceeded("a read") from exc
             raise store_error("a read", exc) from exc
         finally:
@@ -1428,6 +1437,8 @@ class SQLiteStore(_SharedStoreOps):
                 cursor.close()
             if deadline is not None:
                 conn.set_progress_handler(None, 0)
+                if clamped:
+                    conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     def _reader(self) -> sqlite3.Connection:
         with self._readers_lock:

@@ -561,3 +561,13 @@ async def test_the_draft_runs_in_the_callers_own_task(store: SQLiteStore, alice:
     decision = await turn(orch, alice, StoreRetriever(store), draft=draft)
     assert seen == [caller] and decision.response == "the draft"
     await orch.flush()
+
+
+def test_a_bounded_reads_lock_wait_is_clamped_to_the_deadline(file_store: SQLiteStore) -> None:
+    """A read under a deadline waits for a lock (SQLite's busy timeout) only as long as is
+    left, since no progress handler runs during that wait; unbounded reads keep the store's."""
+    with bounded_by(Deadline.after(0.2)):
+        (row,) = file_store.query("PRAGMA busy_timeout")
+    assert 0 < next(iter(row.values())) <= 200
+    (row,) = file_store.query("PRAGMA busy_timeout")
+    assert next(iter(row.values())) == file_store.busy_timeout_ms
