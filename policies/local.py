@@ -336,7 +336,7 @@ class SemanticAdmissionJudge:
         max_admitted: at most this many records are admitted.
     """
 
-    policy_id = "semantic-admission-judge-local@1"
+    policy_id = "semantic-admission-judge-local@2"
 
     def __init__(
         self,
