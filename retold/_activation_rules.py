@@ -224,7 +224,7 @@ _HIDDEN = frozenset(
 # A pasted chat transcript: lines opening with a speaker label ("Tom: ...", "Me: ..."), by
 # at least two different speakers. Only the lines the user labels as their own are theirs.
 _SPEAKER_LINE = re.compile(r"(?m)^[ \t>]*([^\W\d_][\w .'-]{0,30}?)[ \t]*:[ \t]+\S.*$")
-_OWN_LABELS = frozenset({"me", "i", "myself", "you", "user"})
+_OWN_LABELS = frozenset({"me", "i", "myself"})
 
 
 def _drop_transcript(text: str) -> str:

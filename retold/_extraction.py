@@ -687,8 +687,7 @@ class OfflineExtractor:
                 main = sentence[opener.end() - 1 :] if opener else sentence
                 instruction = request or bool(
                     _INSTRUCTION.search(sentence)
-                    or (opener is not None and _INSTRUCTION.search(main))
-                    or (opener is not None and _PLEASE.search(main))
+                    or (opener is not None and (_INSTRUCTION.search(main) or _PLEASE.search(main)))
                     or _FOREIGN_INSTRUCTION.search(sentence)
                     or _PREFERENCE.search(sentence)
                 )
