@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from datetime import UTC, datetime
@@ -74,6 +75,14 @@ def _scope_id(value: str) -> str:
         raise ValueError(
             "must be 1-200 characters of letters, digits and . _ : @ -, starting with a letter or digit"
         )
+    return _checked_scope_id(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_scope_id(value: str) -> str:
+    """The secret check of :func:`_scope_id`, remembered: the same few ids (a tenant, its
+    principals, their sessions) are read back with every stored row, and scanning each for
+    secrets again was a third of the cost of turning a row into a :class:`Record`."""
     families = {family for _s, _e, family in find_secrets(value)}
     if families & _REFUSED_FAMILIES:
         raise ValueError("looks like it carries a secret; use an opaque identifier")
