@@ -33,6 +33,7 @@ import builtins
 import hashlib
 import json
 import math
+import os
 import re
 import time
 import weakref
@@ -42,6 +43,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -557,6 +559,29 @@ class RetrievalResult(BaseModel):
     stale_embedding_models: tuple[str, ...] = ()
 
 
+#: The CPU-bound stages of every retriever of one event loop share this many worker threads:
+#: one core fewer than the machine has (at least one). Retrieval is CPU work (SQLite, numpy
+#: and Python, which release the GIL at different points); more threads than cores only
+#: make each search slower, and with every core taken the event loop's own thread waits
+#: for a CPU, so every turn of the process (deadlines, cancellations, drafts returning)
+#: runs late. A search waiting for a thread is cancelled like any other at its deadline.
+RETRIEVAL_THREADS = max(1, (os.cpu_count() or 2) - 1)
+
+_CPU_LIMITER: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
+    "retold_retrieval_cpu"
+)
+
+
+def _cpu_limiter() -> anyio.CapacityLimiter:
+    """The worker threads retrieval's CPU-bound stages share in the running event loop."""
+    try:
+        return _CPU_LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(RETRIEVAL_THREADS)
+        _CPU_LIMITER.set(limiter)
+        return limiter
+
+
 class HybridRetriever:
     """The default :class:`~retold.Retriever`: lexical + dense + entity stages, fused.
 
@@ -646,6 +671,7 @@ class HybridRetriever:
             limit,
             not rerank,
             abandon_on_cancel=True,
+            limiter=_cpu_limiter(),
         )
         if rerank and hits:
             t0 = time.perf_counter()
@@ -660,6 +686,7 @@ class HybridRetriever:
                 timings,
                 query,
                 abandon_on_cancel=True,
+                limiter=_cpu_limiter(),
             )
         ranked = self._sort(hits)[:limit]
         candidates = tuple(

@@ -10,6 +10,7 @@ passes the store's :class:`~retold.Redactor` first (SR-1), so no caller can bypa
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import math
 import re
@@ -307,9 +308,21 @@ _RECORD_COLUMNS = (
 
 
 def _row_to_record(row: Mapping[str, Any]) -> Record:
-    data = dict(row)
-    data.pop("rowid", None)
-    data.pop("score", None)
+    """The :class:`Record` a ``records`` row holds (extra ``rowid``/``score`` keys ignored).
+
+    Records are immutable, so one row's record is shared: the turn path reads the same rows
+    again and again (a retriever's candidates, then their verification; the same records
+    on the next turn), and validating a row costs far more than looking it up.
+    """
+    return _record_from_items(tuple((k, v) for k, v in row.items() if k not in _NOT_COLUMNS))
+
+
+_NOT_COLUMNS = frozenset({"rowid", "score"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _record_from_items(items: tuple[tuple[str, Any], ...]) -> Record:
+    data = dict(items)
     for key in ("conflicts_with", "evidence", "tags"):
         data[key] = json.loads(data[key])
     return Record.model_validate(data)
