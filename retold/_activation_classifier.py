@@ -103,10 +103,15 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
         r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
         r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
-        r"easy[- ]read|adhd|high contrast)\b"
+        r"easy[- ]read|adhd|high contrast|text[- ]to[- ]speech|speech[- ]to[- ]text|"
+        r"voice ?over|talkback|magnif\w*|braille|epilep\w*|photosensitiv\w*|seizures?|"
+        r"autis\w*|neurodivergen\w*|hearing (?:loss|aids?|impair\w*)|deafness|"
+        r"motor impairment|tremors?|one[- ]handed|cognitive impairment|"
+        r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*)\b"
     ),
     "response_language": re.compile(
         rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
         rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
     ),
     "answer_style": re.compile(
@@ -114,8 +119,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
         r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
-        r"numbered|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
-        r"metric|imperial|units?|celsius|fahrenheit|plain text|plain english|prose|headings?|"
+        r"numbered|number (?:the|your|each|all|them)|sources|citations?|cite (?:the|your)|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
+        r"metric|imperial|units?|celsius|fahrenheit|kilomet(?:er|re)s?|km|miles|kilograms?|kg|"
+        r"pounds|lbs|feet|inches|centimet(?:er|re)s?|litres|liters|gallons|plain text|plain english|prose|headings?|"
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
@@ -123,11 +129,19 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
 }
 _INJECTION = re.compile(
-    r"\b(?:system prompt|prompt|instructions?|ignore|disregard|override|reveal|print\w*|"
+    r"\b(?:system prompt|prompt|ignore|disregard|override|reveal|print\w*|"
     r"developer|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
     r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
-    r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)"
+    r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)|"
+    # "instructions" as the model's own ("your previous instructions", "instruction to the
+    # assistant", "ASSISTANT INSTRUCTIONS"), not the steps of a how-to ("give me instructions")
+    r"\b(?:system|hidden|previous|prior|original|initial|earlier|developer|secret|your|new|"
+    r"assistant|ai|model|bot)\s+instructions?\b|"
+    r"\binstructions?\s+(?:to|for)\s+(?:the\s+|an?\s+|any\s+)?(?:assistants?|ai|models?|bots?)\b|"
+    r"\b(?:this|that|these|those|the above|the following|my)\s+instructions?\b|"
+    # text that addresses a model, or speaks of the principal in the third person
+    r"\b(?:ai|llms?|chatbots?|language models?)\b|\b(?:this|the) user\b"
 )
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
@@ -156,8 +170,16 @@ _RESPONSE_CONDITION = re.compile(
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
     rf"(?:long(?:er)?|lengthy|short|big|complex|detailed)\b|"
-    # the opposite of a trigger: "whatever we talk about", "whatever the topic"
+    # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
+    # about X", which names a topic)
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
+    r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding)\b)|"
+    # any recommendation, whatever it is of: "when you recommend something"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest)\s+(?:something|anything|things|stuff)\b|"
+    # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
+    # I'm casual" (a concession: the rule holds in that case too)
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
+    r"\beven (?:when|if)\b|"
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
 )
 # A one-off request about a text at hand ("please shorten this client brief", "translate
@@ -190,7 +212,8 @@ _INSTRUCTION_VERBS = (
     r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
     r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
-    r"limit|cut|ditch|lose"
+    r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|"
+    r"repeat|end|finish|close|open|present|draw|spell out|read out"
 )
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
@@ -215,12 +238,14 @@ _INSTRUCTION_ANYWHERE = re.compile(
 )
 _PREFERENCE_FORM = re.compile(
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
-    r"(?:like|want|prefer|need|require)\b|"
-    r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b"
+    r"(?:like|want|prefer|need|require|rather)\b|"
+    r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
+    # what form suits the principal: "short sentences help me", "paragraphs work better for me"
+    r"\b(?:helps?|works? (?:better|best)|(?:is|are) (?:easier|easiest|best))(?: for)? me\b"
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
-    r"bullet\w*|output|text|messages?|format\w*)\b"
+    r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists)\b"
 )
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*")
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",
@@ -245,9 +270,15 @@ _CHANGE_MARKER = re.compile(
 def standing_claim(claim: str) -> bool:
     """Whether ``claim`` says it stands beyond the moment: a standing marker ("always",
     "from now on", "by default"), a stated preference ("I prefer ...", "answers should
-    ...") or "with me" ("use British spelling with me")."""
+    ..."), "with me" ("use British spelling with me") or a condition on a kind of reply
+    ("when you recommend something, ...": every reply of that kind)."""
     text = _normalise_text(claim)
-    return bool(_STANDING.search(text) or _PREFERENCE_FORM.search(text) or _WITH_ME.search(text))
+    return bool(
+        _STANDING.search(text)
+        or _PREFERENCE_FORM.search(text)
+        or _WITH_ME.search(text)
+        or _RESPONSE_CONDITION.search(text)
+    )
 
 
 _WITH_ME = re.compile(r"\bwith me\b")

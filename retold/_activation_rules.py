@@ -75,13 +75,17 @@ _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
     r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
-    r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b"
+    r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b|"
+    # a default the principal may override later: it states the rule, it is no hypothetical
+    r"\bunless (?:i|we) (?:say|ask|tell you|specify) (?:otherwise|so|differently)\b|"
+    r"\bunless (?:otherwise|stated otherwise)\b"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a
 # third party (who would be "I want them to ...", which stays disqualified).
 _THING_PRONOUN = re.compile(
     r"\bi\s+(?:really\s+|just\s+|honestly\s+)?(?:find|found|hate|dislike|like|love|"
-    r"(?:ca|can) not stand|cannot stand|ignore|skip|miss|skim)\s+them\b(?!\s+to\b)|"
+    r"(?:ca|can) not stand|cannot stand|ignore|skip|miss|skim|read|see|view|open|get|"
+    r"receive|check|scroll through)\s+them\b(?!\s+to\b)|"
     # "them" as the object of an instruction about the reply's parts ("when you list steps,
     # number them"): a thing, not a third party
     r"\b(?:number|keep|make|put|list|break|split|format|label|order|sort|bold|shorten)\s+them\b"
