@@ -2,8 +2,7 @@
 
 They cover phrasings the persona splits do not: language, unit, spelling and order
 preferences (ambient, also stated inside a longer turn), and one-off, temporary, reported,
-pasted, hedged and triggered
-requests (never promoted). Run through the ``offline-reference`` bundle's real pipeline.
+pasted, hedged and triggered requests (never promoted). Run through the ``offline-reference`` bundle's real pipeline.
 """
 
 from __future__ import annotations
