@@ -334,9 +334,13 @@ class SemanticAdmissionJudge:
         same_subject: the lower cosine at which two such statements that share a proper
             name are about the same subject (only the newer is kept).
         max_admitted: at most this many records are admitted.
+        succession_margin: a helpful record gives way to a later statement about the same
+            subject (``same_subject``/``same_thing``, another session) among the candidates
+            when that one also clears the floor and scores within this of the best: what
+            was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@2"
+    policy_id = "semantic-admission-judge-local@3"
 
     def __init__(
         self,
@@ -350,6 +354,7 @@ class SemanticAdmissionJudge:
         same_thing: float = 0.7,
         same_subject: float = 0.45,
         max_admitted: int = 3,
+        succession_margin: float = 0.3,
     ) -> None:
         self.embedder = embedder
         self.min_relevance = min_relevance
@@ -360,6 +365,7 @@ class SemanticAdmissionJudge:
         self.same_thing = same_thing
         self.same_subject = same_subject
         self.max_admitted = max_admitted
+        self.succession_margin = succession_margin
 
     def _same_subject(self, a: Record, b: Record, similarity: float) -> bool:
         if similarity >= self.same_thing:
@@ -419,6 +425,28 @@ class SemanticAdmissionJudge:
                 helpful.append(record)
             else:
                 reasons[record.id] = ReasonCode.INSUFFICIENT
+        # A later statement about the same subject, close enough to the turn, is what holds
+        # now: it takes the place of the earlier one it follows ("my partner Tomás stays in
+        # Valencia until June" -> "Tomás arrived last week; he starts in May").
+        newer = sorted(usable, key=lambda r: (_when(r), r.id), reverse=True)
+        for i, record in enumerate(helpful):
+            for later in newer:
+                if _when(later) <= _when(record):
+                    break
+                if (
+                    later not in helpful
+                    and later.session_id != record.session_id
+                    and reasons[later.id] is not ReasonCode.REDUNDANT
+                    and relevance[later.id] >= max(floor, best - self.succession_margin)
+                    and self._same_subject(
+                        record, later, cosine(rec_vecs[record.id], rec_vecs[later.id])
+                    )
+                ):
+                    reasons[record.id] = ReasonCode.STALE_OR_CONFLICTING
+                    reasons[later.id] = ReasonCode.HELPFUL
+                    relevance[later.id] = max(relevance[later.id], relevance[record.id])
+                    helpful[i] = later
+                    break
         # Two statements from different sessions that say nearly the same thing: the newer
         # one is what holds now.
         newest_first = sorted(helpful, key=lambda r: (_when(r), r.id), reverse=True)

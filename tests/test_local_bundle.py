@@ -319,6 +319,27 @@ async def test_judge_keeps_the_newer_of_two_statements_naming_the_same_subject()
     assert set(decision.admitted) == {"r3", "r4"}
 
 
+@pytest.mark.anyio
+async def test_a_later_statement_on_the_same_subject_takes_the_earlier_ones_place() -> None:
+    """The best match is an old statement; a later one about the same person, also close to
+    the turn, is admitted instead (succession), and only within ``succession_margin``."""
+    axes = _Axes(["partner", "tomás", "job", "starts", "valencia", "may"])
+    kw = {"min_relevance": 0.0, "margin": 0.0, "same_thing": 0.95, "same_subject": 0.2}
+    old = _record("r1", "My partner Tomás stays in Valencia, job or no job.", session="s1")
+    new = _record("r2", "Tomás arrived; he starts in May.", session="s2", days=60)
+    other = _record("r3", "The weather in May was lovely for a job hunt.", session="s3", days=90)
+    turn = "when does my partner start the new job?"
+    judge = SemanticAdmissionJudge(axes, hub_weight=0.0, succession_margin=1.0, **kw)
+    decision = await judge.admit(turn, None, EMPTY, "", [old, new, other])
+    assert decision.admitted == ("r2",)
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert reasons["r1"] is ReasonCode.STALE_OR_CONFLICTING
+    # No shared name with the best match: never a successor, however recent.
+    assert reasons["r3"] is not ReasonCode.HELPFUL
+    strict = SemanticAdmissionJudge(axes, hub_weight=0.0, succession_margin=0.0, **kw)
+    assert (await strict.admit(turn, None, EMPTY, "", [old, new, other])).admitted == ("r1",)
+
+
 @pytest.mark.parametrize(
     ("turn", "personal"),
     [

@@ -6,7 +6,8 @@ Each scenario's history is extracted into a fresh store with the bundle's extrac
 live record is then scored for the probe exactly as :class:`SemanticAdmissionJudge` scores
 it (:func:`relevance_scores`: cosine less ``hub_weight`` times the record's hubness against
 :data:`BACKGROUND_REQUESTS`), and the judge's selection rule is applied (the personal or
-impersonal floor, the margin to the best, at most ``max_admitted``). A case is scored as the
+impersonal floor, the margin to the best, at most ``max_admitted``; the staleness and
+succession rules that follow the selection are not modelled). A case is scored as the
 fitness harness scores it: an ordinary probe with anything admitted is an injection; a
 conditional probe is a hit when the admitted records cover every evidence turn, none is
 stale-only and none is unrelated. Every live record is treated as a candidate, so this
