@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import heapq
 import json
 import math
 import os
@@ -974,18 +975,26 @@ class HybridRetriever:
             return []
         keep = sorted(idf)
         marks = ", ".join("?" for _ in keep)
-        # Ids and names only, from the entity table's own key (no join), so the cost is the
-        # postings of the query's names, not a records lookup per posting. Entries of
-        # deleted records are purged; a superseded or expired record keeps its rank here
-        # and is dropped by the scope and lifecycle filtered row read after fusion.
+        # Ids only, from the entity table's own key (no join, no sort: one posting list per
+        # name, in key order, as one string), so the cost is the postings of the query's
+        # names, not a records lookup or a row per posting. Entries of deleted records are
+        # purged; a superseded or expired record keeps its rank here and is dropped by the
+        # scope and lifecycle filtered row read after fusion.
         rows = self.store.query_tuples(
-            f"SELECT record_id, {self.dialect.group_concat('entity')} FROM retrieval_entities "
-            f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY record_id",
+            f"SELECT entity, {self.dialect.group_concat('record_id')} FROM retrieval_entities "
+            f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY entity "
+            "ORDER BY entity",
             [scope.tenant, scope.principal, *keep],
         )
-        scored = [(str(rid), sum(idf[e] for e in ents.split())) for rid, ents in rows]
-        scored.sort(key=lambda t: (-t[1], t[0]))
-        return scored[: self.config.entity_limit]
+        # Summed in name order, the same order for every record.
+        summed: dict[str, float] = {}
+        for entity, ids in rows:
+            weight = idf[entity]
+            for rid in ids.split(" "):
+                summed[rid] = summed.get(rid, 0) + weight
+        return heapq.nsmallest(
+            self.config.entity_limit, summed.items(), key=lambda t: (-t[1], t[0])
+        )
 
     def _scope_stats(self, scope: Principal) -> tuple[int, frozenset[str]]:
         """(records ever written in scope, lower-cased speaker name words), cached.
@@ -1139,6 +1148,7 @@ class HybridRetriever:
             for h in hits[: cfg.session_top_k]
             if h.row["session_id"] is not None and h.score * reach * lift >= floor
         ]
+        triggers = self._sessions_that_matter(hits, triggers, floor, lift)
         if not triggers:
             return hits
         # Only the ``session_window`` live turns on each side of each trigger are read: one
@@ -1212,6 +1222,45 @@ class HybridRetriever:
                 hit.paths.add("session")
                 by_id[rid] = hit
         return list(by_id.values())
+
+    def _sessions_that_matter(
+        self, hits: list[_Hit], triggers: list[_Hit], floor: float, lift: float
+    ) -> list[_Hit]:
+        """The triggers of the sessions whose expansion can change the returned top ``limit``.
+
+        A trigger passes at most ``max(session_decay, reply_decay)`` of its score to any one
+        turn, once. So in a session, a turn no stage found scores at most that times the sum
+        of the session's trigger scores, and a found turn gains at most
+        ``session_found_share`` of what the session's other triggers pass (and gains the
+        ``session`` path only when the session has another trigger). When neither, times
+        ``lift``, can reach ``floor`` (the ``limit``-th score before expansion, which
+        expansion only raises), nothing the session's windows hold can be returned or move
+        the cut, so its windows are not read: the result is the same, the read smaller.
+        """
+        if floor <= 0.0:
+            return triggers
+        cfg = self.config
+        per_turn = max(cfg.session_decay, cfg.reply_decay)
+        share = cfg.session_found_share if cfg.session_mode == "sum" else 0.0
+        # A margin for rounding: the bound is summed in another order than the scores.
+        margin = 1 + 1e-9
+        total: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for t in triggers:
+            total[t.row["session_id"]] = total.get(t.row["session_id"], 0.0) + t.score
+            count[t.row["session_id"]] = count.get(t.row["session_id"], 0) + 1
+        is_trigger = {t.id for t in triggers}
+        matter = {s for s, sum_ in total.items() if sum_ * per_turn * lift * margin >= floor}
+        for h in hits:
+            session = h.row["session_id"]
+            if session not in total or session in matter:
+                continue
+            if count[session] == (1 if h.id in is_trigger else 0):
+                continue  # no other trigger: no window reaches this turn
+            others = total[session] - (h.score if h.id in is_trigger else 0.0)
+            if (h.score + share * others * per_turn) * lift * margin >= floor:
+                matter.add(session)
+        return [t for t in triggers if t.row["session_id"] in matter]
 
     def _backfill(
         self, scope: Principal, now: datetime, hits: list[_Hit], limit: int

@@ -38,8 +38,10 @@ import functools
 import math
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import numpy as np
@@ -113,6 +115,39 @@ _VECTOR_MIGRATIONS: tuple[str, ...] = (
             WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
     END;
     """,
+    # Versions for the in-process cell cache (see the module doc): every change to a
+    # scope's vectors moves its ``generation``; a cell's ``version`` is the generation of
+    # its last change, and ``trained_generation`` the generation of the last rebuild. The
+    # deletion trigger moves them too, whichever process deletes.
+    """
+    ALTER TABLE vector_cells ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE vector_indexes ADD COLUMN trained_generation INTEGER NOT NULL DEFAULT 0;
+    DROP TRIGGER vectors_purge_deleted;
+    CREATE TRIGGER vectors_purge_deleted AFTER UPDATE OF lifecycle ON records
+    WHEN NEW.lifecycle = 'deleted'
+    BEGIN
+        UPDATE vector_indexes
+            SET vector_count = vector_count - 1, generation = generation + 1
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND model_id IN (
+                SELECT model_id FROM vectors
+                WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id
+            );
+        UPDATE vector_cells
+            SET version = (
+                SELECT i.generation FROM vector_indexes i
+                WHERE i.tenant = vector_cells.tenant AND i.principal = vector_cells.principal
+                AND i.model_id = vector_cells.model_id
+            )
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND EXISTS (
+                SELECT 1 FROM vectors v
+                WHERE v.tenant = NEW.tenant AND v.principal = NEW.principal
+                AND v.record_id = NEW.id AND v.model_id = vector_cells.model_id
+                AND v.cell = vector_cells.cell
+            );
+        DELETE FROM vectors
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+    END;
+    """,
 )
 
 
@@ -150,75 +185,170 @@ def _decode(blobs: Sequence[bytes], dims: int) -> Any:
     return raw[:, 4:].view(np.int8).astype(np.float32) * scales
 
 
-def _similarities(blobs: Sequence[bytes], q: Any) -> Any | None:
-    """Dot products of the :func:`_encode` blobs with ``q``, without decoding the matrix.
-
-    The int8 codes go straight into the product and each row's scale multiplies its one
-    result: a quarter of the memory traffic of decoding to float32 first.
-    """
-    dims = len(q)
-    joined = b"".join(blobs)
-    if len(joined) != len(blobs) * (4 + dims):
-        return None  # vectors of another width: not comparable
-    raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(blobs), 4 + dims)
-    scales = raw[:, :4].copy().view(np.float32).ravel()
-    # einsum, not ``@``: a matrix-vector product this small is slower through a
-    # multi-threaded BLAS (its threads contend for the cores) than in numpy's own loop.
-    codes = raw[:, 4:].view(np.int8)
-    return np.einsum("ij,j->i", codes, q, dtype=np.float32, casting="unsafe") * scales
-
-
 def _normalise(matrix: Any) -> Any:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).astype(np.float32)
 
 
-# Centroids and cell sizes per store and (scope, model), reloaded when the generation changes.
-_CENTROIDS: weakref.WeakKeyDictionary[SQLiteStore, dict[tuple[str, str, str], tuple[int, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-_CENTROIDS_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class _IndexState:
+    """What a query needs of a scope's index, as of one ``generation``.
+
+    ``centroids`` is None while the scope is untrained (one implicit cell, read whole).
+    ``sizes`` are the counts at the last build plus the vectors added since (deletions are
+    not subtracted): they only decide how many cells a query reads. ``versions[c]`` is the
+    generation of cell ``c``'s last change.
+    """
+
+    generation: int
+    trained_generation: int
+    centroids: Any | None
+    sizes: Any
+    versions: Any
 
 
-def _index_row(store: SQLiteStore, scope: Principal, model: str) -> dict[str, Any] | None:
-    rows = store.query(
-        "SELECT dimensions, trained_count, generation FROM vector_indexes "
+@dataclass(frozen=True)
+class _Block:
+    """One cell's vectors as read: ids in key order, int8 codes (n x dims), row scales."""
+
+    ids: list[str]
+    codes: Any
+    scales: Any
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codes.nbytes + self.scales.nbytes) + 64 * len(self.ids)
+
+
+class _StoreCache:
+    """Index states and cell blocks of one store object (so of one process), LRU-bounded.
+
+    A cell block is used only while its version equals the cell's version read from the
+    store for this query, and a state only while the scope's generation is unchanged: every
+    change to a scope's vectors (a write, a rebuild, a deletion by the purge trigger, in any
+    process) moves the generation and the changed cells' versions, so a cached block is
+    never older than what the store holds. Blocks of changed cells are dropped as soon as a
+    query sees the new generation, so a deleted record's vector does not outlive the
+    deletion in memory past the scope's next search.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.states: dict[tuple[str, str, str], _IndexState] = {}
+        self.blocks: OrderedDict[tuple[str, str, str, int | None], tuple[int, _Block]] = (
+            OrderedDict()
+        )
+        self.nbytes = 0
+
+    def get(self, key: tuple[str, str, str, int | None], version: int) -> _Block | None:
+        with self.lock:
+            hit = self.blocks.get(key)
+            if hit is None or hit[0] != version:
+                return None
+            self.blocks.move_to_end(key)
+            return hit[1]
+
+    def put(self, key: tuple[str, str, str, int | None], version: int, block: _Block) -> None:
+        with self.lock:
+            old = self.blocks.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1].nbytes
+            if block.nbytes > CELL_CACHE_BYTES:
+                return
+            self.blocks[key] = (version, block)
+            self.nbytes += block.nbytes
+            while self.nbytes > CELL_CACHE_BYTES:
+                _, (_, evicted) = self.blocks.popitem(last=False)
+                self.nbytes -= evicted.nbytes
+
+    def set_state(self, key: tuple[str, str, str], state: _IndexState) -> None:
+        """Record ``state`` and drop the scope's blocks it makes stale."""
+        with self.lock:
+            self.states[key] = state
+            for bkey in [k for k in self.blocks if k[:3] == key]:
+                version = self.blocks[bkey][0]
+                cell = bkey[3]
+                if cell is None:
+                    fresh = state.centroids is None and version == state.generation
+                else:
+                    fresh = (
+                        state.centroids is not None
+                        and cell < len(state.versions)
+                        and version == int(state.versions[cell])
+                    )
+                if not fresh:
+                    self.nbytes -= self.blocks.pop(bkey)[1].nbytes
+
+
+#: Bytes of cell blocks (codes, scales and ids) one store object keeps in memory, least
+#: recently used dropped first. 100,000 vectors of 384 dimensions take about 45 MB.
+CELL_CACHE_BYTES = 128 * 1024 * 1024
+
+_CACHES: weakref.WeakKeyDictionary[SQLiteStore, _StoreCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache(store: SQLiteStore) -> _StoreCache:
+    with _CACHES_LOCK:
+        cache = _CACHES.get(store)
+        if cache is None:
+            cache = _CACHES[store] = _StoreCache()
+        return cache
+
+
+def _index(store: SQLiteStore, scope: Principal, model: str) -> _IndexState | None:
+    """The scope's index state, or None when the scope has no vectors of ``model``.
+
+    One indexed read of the generation per call; the cells' sizes and versions are read
+    again only when it moved, and the centroids only after a rebuild (in the same statement
+    as the generation, so the state is of one snapshot).
+    """
+    key = (scope.tenant, scope.principal, model)
+    rows = store.query_tuples(
+        "SELECT generation, trained_count FROM vector_indexes "
         "WHERE tenant = ? AND principal = ? AND model_id = ?",
         [scope.tenant, scope.principal, model],
     )
-    return rows[0] if rows else None
-
-
-def _index(store: SQLiteStore, scope: Principal, model: str) -> tuple[Any, Any] | None:
-    """(centroids matrix, cell sizes) of the scope's index, or None when untrained.
-
-    Sizes are the counts at the last build plus the vectors added since (deletions are not
-    subtracted): they only decide how many cells a query reads.
-    """
-    row = _index_row(store, scope, model)
-    if row is None or row["trained_count"] == 0:
+    if not rows:
         return None
-    key = (scope.tenant, scope.principal, model)
-    generation = int(row["generation"])
-    with _CENTROIDS_LOCK:
-        cached = _CENTROIDS.get(store, {}).get(key)
-    if cached is not None and cached[0] == generation:
-        return cast("tuple[Any, Any]", cached[1])
-    cells = store.query(
-        "SELECT cell, centroid, size FROM vector_cells "
-        "WHERE tenant = ? AND principal = ? AND model_id = ? ORDER BY cell",
-        [scope.tenant, scope.principal, model],
+    cache = _cache(store)
+    with cache.lock:
+        known = cache.states.get(key)
+    if known is not None and known.generation == int(rows[0][0]):
+        return known
+    if int(rows[0][1]) == 0:
+        state = _IndexState(int(rows[0][0]), 0, None, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        cache.set_state(key, state)
+        return state
+    trained = known.trained_generation if known is not None and known.centroids is not None else -1
+    cells = store.query_tuples(
+        "SELECT i.generation, i.trained_generation, c.size, c.version, "
+        "CASE WHEN i.trained_generation = ? THEN NULL ELSE c.centroid END "
+        "FROM vector_indexes i JOIN vector_cells c ON c.tenant = i.tenant "
+        "AND c.principal = i.principal AND c.model_id = i.model_id "
+        "WHERE i.tenant = ? AND i.principal = ? AND i.model_id = ? ORDER BY c.cell",
+        [trained, scope.tenant, scope.principal, model],
     )
     if not cells:
         return None
-    matrix = np.frombuffer(b"".join(c["centroid"] for c in cells), dtype=np.float32).reshape(
-        len(cells), -1
+    generation, trained_generation = int(cells[0][0]), int(cells[0][1])
+    if cells[0][4] is None:
+        assert known is not None
+        centroids = known.centroids
+    else:
+        centroids = np.frombuffer(b"".join(c[4] for c in cells), dtype=np.float32).reshape(
+            len(cells), -1
+        )
+    state = _IndexState(
+        generation,
+        trained_generation,
+        centroids,
+        np.asarray([int(c[2]) for c in cells], dtype=np.int64),
+        np.asarray([int(c[3]) for c in cells], dtype=np.int64),
     )
-    sizes = np.asarray([int(c["size"]) for c in cells], dtype=np.int64)
-    with _CENTROIDS_LOCK:
-        _CENTROIDS.setdefault(store, {})[key] = (generation, (matrix, sizes))
-    return matrix, sizes
+    cache.set_state(key, state)
+    return state
 
 
 def vector_counts(store: SQLiteStore, scope: Principal) -> dict[str, int]:
@@ -296,6 +426,18 @@ def write_vectors(
         )
         cells = _nearest_cells(store, scope, model, matrix)
         added: dict[int, int] = {}
+        # The cells of the vectors replaced here change too (their versions move below).
+        touched: set[int] = set()
+        for at in range(0, len(record_ids), 900):
+            chunk = list(record_ids[at : at + 900])
+            touched.update(
+                int(r["cell"])
+                for r in w.query(
+                    "SELECT cell FROM vectors WHERE tenant = ? AND principal = ? "
+                    f"AND model_id = ? AND record_id IN ({', '.join('?' for _ in chunk)})",
+                    [scope.tenant, scope.principal, model, *chunk],
+                )
+            )
         removed = 0
         for i, rid in enumerate(record_ids):
             removed += w.execute(
@@ -316,12 +458,21 @@ def write_vectors(
                 "WHERE tenant = ? AND principal = ? AND model_id = ? AND cell = ?",
                 [n, scope.tenant, scope.principal, model, cell],
             )
-        if added and row and int(row[0]["trained_count"]):
-            # The cached sizes are stale: bump the generation so readers reload them.
+        touched.update(added)
+        if touched:
+            # Readers' cached states and the changed cells' blocks are stale: move the
+            # generation, and stamp the changed cells with it.
             w.execute(
                 "UPDATE vector_indexes SET generation = generation + 1 "
                 "WHERE tenant = ? AND principal = ? AND model_id = ?",
                 [scope.tenant, scope.principal, model],
+            )
+            marks = ", ".join("?" for _ in touched)
+            w.execute(
+                "UPDATE vector_cells SET version = (SELECT i.generation FROM vector_indexes i "
+                "WHERE i.tenant = ? AND i.principal = ? AND i.model_id = ?) "
+                f"WHERE tenant = ? AND principal = ? AND model_id = ? AND cell IN ({marks})",
+                [*([scope.tenant, scope.principal, model] * 2), *sorted(touched)],
             )
         if mark is not None:
             w.execute(
@@ -351,9 +502,9 @@ def write_vectors(
 
 def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any) -> Any:
     index = _index(store, scope, model)
-    if index is None or index[0].shape[1] != matrix.shape[1]:
+    if index is None or index.centroids is None or index.centroids.shape[1] != matrix.shape[1]:
         return np.zeros(len(matrix), dtype=np.int64)
-    return np.argmax(matrix @ index[0].T, axis=1)
+    return np.argmax(matrix @ index.centroids.T, axis=1)
 
 
 def _train(w: Any, scope: Principal, model: str) -> None:
@@ -395,18 +546,34 @@ def _train(w: Any, scope: Principal, model: str) -> None:
         "DELETE FROM vector_cells WHERE tenant = ? AND principal = ? AND model_id = ?",
         [scope.tenant, scope.principal, model],
     )
-    sizes = np.bincount(assign, minlength=k).tolist()
-    for cell in range(k):
-        w.execute(
-            "INSERT INTO vector_cells (tenant, principal, model_id, cell, centroid, size) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            [scope.tenant, scope.principal, model, cell, centroids[cell].tobytes(), sizes[cell]],
-        )
     w.execute(
-        "UPDATE vector_indexes SET trained_count = ?, generation = generation + 1 "
+        "UPDATE vector_indexes SET trained_count = ?, generation = generation + 1, "
+        "trained_generation = generation + 1 "
         "WHERE tenant = ? AND principal = ? AND model_id = ?",
         [n, scope.tenant, scope.principal, model],
     )
+    generation = int(
+        w.query(
+            "SELECT generation FROM vector_indexes "
+            "WHERE tenant = ? AND principal = ? AND model_id = ?",
+            [scope.tenant, scope.principal, model],
+        )[0]["generation"]
+    )
+    sizes = np.bincount(assign, minlength=k).tolist()
+    for cell in range(k):
+        w.execute(
+            "INSERT INTO vector_cells (tenant, principal, model_id, cell, centroid, size, "
+            "version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                scope.tenant,
+                scope.principal,
+                model,
+                cell,
+                centroids[cell].tobytes(),
+                sizes[cell],
+                generation,
+            ],
+        )
     log.info("vector_index_built", model=model, vectors=n, cells=k)
 
 
@@ -480,6 +647,66 @@ def _pending_and_others(
     return retrieval_sql(store).records_after(store, scope, mark, limit), others
 
 
+def _blocks(
+    store: SQLiteStore,
+    scope: Principal,
+    model: str,
+    wanted: Sequence[tuple[int | None, int]],
+    dims: int,
+) -> list[_Block] | None:
+    """The blocks of the ``(cell, version)`` pairs, from the cache or in one read of the rest.
+
+    None when a stored vector's width is not ``dims``. A block read here is cached under
+    the version the caller read before this read: its content is at least that new, and
+    once the store's version moves on the cached block is no longer used.
+    """
+    cache = _cache(store)
+    key = (scope.tenant, scope.principal, model)
+    found: dict[int | None, _Block] = {}
+    missing: list[tuple[int | None, int]] = []
+    for cell, version in wanted:
+        block = cache.get((*key, cell), version)
+        if block is None:
+            missing.append((cell, version))
+        else:
+            found[cell] = block
+    if missing:
+        sql = (
+            "SELECT cell, record_id, vector FROM vectors "
+            "WHERE tenant = ? AND principal = ? AND model_id = ?"
+        )
+        params: list[Any] = [*key]
+        if missing[0][0] is not None:
+            sql += f" AND cell IN ({', '.join('?' for _ in missing)})"
+            params += [cell for cell, _ in missing]
+        rows = store.query_tuples(sql + " ORDER BY cell, record_id", params)
+        grouped: dict[int, tuple[list[str], list[bytes]]] = {}
+        for cell_of, rid, blob in rows:
+            entry = grouped.get(cell_of)
+            if entry is None:
+                entry = grouped[cell_of] = ([], [])
+            entry[0].append(rid)
+            entry[1].append(blob)
+        for cell, version in missing:
+            if cell is None:
+                ids = [rid for c in sorted(grouped) for rid in grouped[c][0]]
+                blobs = [blob for c in sorted(grouped) for blob in grouped[c][1]]
+            else:
+                ids, blobs = grouped.get(cell, ([], []))
+            joined = b"".join(blobs)
+            if len(joined) != len(blobs) * (4 + dims):
+                return None
+            raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(blobs), 4 + dims)
+            block = _Block(
+                ids=ids,
+                codes=np.ascontiguousarray(raw[:, 4:]).view(np.int8),
+                scales=raw[:, :4].copy().view(np.float32).ravel(),
+            )
+            cache.put((*key, cell), version, block)
+            found[cell] = block
+    return [found[cell] for cell, _ in wanted]
+
+
 def dense_search(
     store: SQLiteStore,
     scope: Principal,
@@ -499,30 +726,36 @@ def dense_search(
     norm = float(np.linalg.norm(q)) or 1.0
     q = q / norm
     index = _index(store, scope, model)
-    base = (
-        "SELECT record_id, vector FROM vectors WHERE tenant = ? AND principal = ? AND model_id = ?"
-    )
-    params: list[Any] = [scope.tenant, scope.principal, model]
     if index is None:
-        rows = store.query_tuples(base, params)
+        return []
+    # (cell, version) to read; cell None: the untrained scope's vectors, all of them.
+    wanted: list[tuple[int | None, int]]
+    if index.centroids is None:
+        wanted = [(None, index.generation)]
     else:
-        centroids, sizes = index
-        if centroids.shape[1] != len(q):
+        if index.centroids.shape[1] != len(q):
             return []
-        order = np.argsort(-np.einsum("ij,j->i", centroids, q), kind="stable")
-        reach = int(np.searchsorted(np.cumsum(sizes[order]), probe)) + 1
-        chosen = sorted(int(c) for c in order[:reach])
-        marks = ", ".join("?" for _ in chosen)
-        rows = store.query_tuples(f"{base} AND cell IN ({marks})", [*params, *chosen])
-    if not rows:
+        order = np.argsort(-np.einsum("ij,j->i", index.centroids, q), kind="stable")
+        reach = int(np.searchsorted(np.cumsum(index.sizes[order]), probe)) + 1
+        wanted = [(c, int(index.versions[c])) for c in sorted(int(c) for c in order[:reach])]
+    blocks = _blocks(store, scope, model, wanted, len(q))
+    if blocks is None:
+        return []  # vectors of another width: not comparable
+    blocks = [b for b in blocks if b.ids]
+    if not blocks:
         return []
-    ids = [r[0] for r in rows]
-    sims = _similarities([r[1] for r in rows], q)
-    if sims is None:
-        return []
-    top = min(limit, len(rows))
+    ids = [rid for b in blocks for rid in b.ids]
+    # einsum, not ``@``: a matrix-vector product this small is slower through a
+    # multi-threaded BLAS (its threads contend for the cores) than in numpy's own loop.
+    sims = np.concatenate(
+        [
+            np.einsum("ij,j->i", b.codes, q, dtype=np.float32, casting="unsafe") * b.scales
+            for b in blocks
+        ]
+    )
+    top = min(limit, len(ids))
     # Candidates at or above the limit-th score, then an exact sort with the id tie-break.
-    part = np.argpartition(-sims, top - 1)[:top] if top < len(rows) else np.arange(len(rows))
+    part = np.argpartition(-sims, top - 1)[:top] if top < len(ids) else np.arange(len(ids))
     cut = float(sims[part].min())
     keep = np.nonzero(sims >= cut)[0].tolist()
     scores = sims.tolist()
