@@ -829,17 +829,21 @@ class HybridRetriever:
             stages.append(("dense", "dense", cfg.dense_weight, ranked))
         check_deadline("fusion")
         base: dict[str, float] = {}
-        paths: dict[str, set[str]] = {}
+        # (path, the stage's ids): a hit's paths are looked up only for the rows read.
+        found_by: list[tuple[str, set[str]]] = []
         for name, path, weight, ranked in stages:
             counts[name] = len(ranked)
+            found_by.append((path, {rid for rid, _ in ranked}))
+            if cfg.fusion == "rrf":
+                # The plain loop of the hot default: weight / (rrf_k + rank), rank from 1.
+                for rank, (rid, _) in enumerate(ranked, start=cfg.rrf_k + 1):
+                    base[rid] = base.get(rid, 0.0) + weight / rank
+                continue
             top = max((s for _, s in ranked), default=0.0)
             for rank, (rid, raw) in enumerate(ranked, start=1):
-                paths.setdefault(rid, set()).add(path)
                 rrf = weight / (cfg.rrf_k + rank)
                 rel = raw / top if top > 0 else 0.0
-                if cfg.fusion == "rrf":
-                    add = rrf
-                elif cfg.fusion == "weighted":
+                if cfg.fusion == "weighted":
                     add = weight * rel
                 else:  # "rrf_score": rank fusion, scaled by how close the raw score is to the top
                     add = rrf * (0.5 + 0.5 * rel)
@@ -873,7 +877,7 @@ class HybridRetriever:
             for rid in order[:fetched]:
                 if rid in rows:
                     hit = _Hit(row=rows[rid], score=base[rid])
-                    hit.paths |= paths[rid]
+                    hit.paths.update(path for path, ids in found_by if rid in ids)
                     hits.append(hit)
             self._boost(hits, query)
             ranked_hits = self._sort(hits)
