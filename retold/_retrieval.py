@@ -645,15 +645,19 @@ class HybridRetriever:
         now = self.store.clock()
         query_vector: list[float] | None = None
         stale: tuple[str, ...] = ()
+        # The scope's stats as read before embedding: the search uses them too, rather than
+        # bringing the entity index up to date a second time within the same search.
+        stats: tuple[int, frozenset[str]] | None = None
         if cfg.dense and self.embedder is not None:
             t0 = time.perf_counter()
             while True:
-                pending, stale, names = await anyio.to_thread.run_sync(
+                pending, stale, stats = await anyio.to_thread.run_sync(
                     self._dense_prepare, scope, abandon_on_cancel=True
                 )
                 if not pending:
                     break
                 await ensure_vectors(self.store, scope, self.embedder)
+            names = stats[1]
             text = _without_names(query, names) if cfg.dense_skip_speakers else query
             query_vector = (await self.embedder.embed([text]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000
@@ -671,6 +675,7 @@ class HybridRetriever:
             counts,
             limit,
             not rerank,
+            stats,
             abandon_on_cancel=True,
             limiter=_cpu_limiter(),
         )
@@ -720,24 +725,30 @@ class HybridRetriever:
         counts: dict[str, int],
         limit: int,
         finish: bool,
+        stats: tuple[int, frozenset[str]] | None = None,
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
-        """The stages and fusion, then (``finish``) session neighbours and backfill."""
+        """The stages and fusion, then (``finish``) session neighbours and backfill.
+
+        ``stats``: :meth:`_scope_stats` when the caller has read them for this search.
+        """
         hits, folded = self._candidates_sync(
-            scope, query, now, query_vector, timings, counts, limit
+            scope, query, now, query_vector, timings, counts, limit, stats
         )
         if finish:
             hits = self._after_fusion(scope, now, hits, limit, timings, query)
         return hits, folded
 
-    def _dense_prepare(self, scope: Principal) -> tuple[bool, tuple[str, ...], frozenset[str]]:
-        """(records wait for a vector, other embedder models' ids, speaker name words)."""
+    def _dense_prepare(
+        self, scope: Principal
+    ) -> tuple[bool, tuple[str, ...], tuple[int, frozenset[str]]]:
+        """(records wait for a vector, other embedder models' ids, :meth:`_scope_stats`)."""
         assert self.embedder is not None
         pending, stale = pending_vectors(self.store, scope, self.embedder.model_id)
         if stale and not pending:
             log.warning(
                 "embedding_model_changed", current=self.embedder.model_id, stale=list(stale)
             )
-        return pending, stale, self._scope_stats(scope)[1]
+        return pending, stale, self._scope_stats(scope)
 
     def _after_fusion(
         self,
@@ -775,9 +786,11 @@ class HybridRetriever:
         timings: dict[str, float],
         counts: dict[str, int],
         limit: int,
+        stats: tuple[int, frozenset[str]] | None = None,
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
-        stats = self._scope_stats(scope)
+        if stats is None:
+            stats = self._scope_stats(scope)
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
         all_terms = terms
         if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:

@@ -744,7 +744,6 @@ def dense_search(
     blocks = [b for b in blocks if b.ids]
     if not blocks:
         return []
-    ids = [rid for b in blocks for rid in b.ids]
     # einsum, not ``@``: a matrix-vector product this small is slower through a
     # multi-threaded BLAS (its threads contend for the cores) than in numpy's own loop.
     sims = np.concatenate(
@@ -753,11 +752,19 @@ def dense_search(
             for b in blocks
         ]
     )
-    top = min(limit, len(ids))
+    n = len(sims)
+    top = min(limit, n)
     # Candidates at or above the limit-th score, then an exact sort with the id tie-break.
-    part = np.argpartition(-sims, top - 1)[:top] if top < len(ids) else np.arange(len(ids))
+    part = np.argpartition(-sims, top - 1)[:top] if top < n else np.arange(n)
     cut = float(sims[part].min())
-    keep = np.nonzero(sims >= cut)[0].tolist()
-    scores = sims.tolist()
-    ranked = sorted(keep, key=lambda i: (-scores[i], ids[i]))[:limit]
-    return [(ids[i], scores[i]) for i in ranked]
+    keep = np.nonzero(sims >= cut)[0]
+    # Only the kept rows' ids are looked up: (block, offset) from the blocks' start rows.
+    starts = np.cumsum([0] + [len(b.ids) for b in blocks])
+    which = np.searchsorted(starts, keep, side="right") - 1
+    scores = sims[keep].tolist()
+    ids = [
+        blocks[b].ids[i]
+        for b, i in zip(which.tolist(), (keep - starts[which]).tolist(), strict=True)
+    ]
+    ranked = sorted(range(len(ids)), key=lambda j: (-scores[j], ids[j]))[:limit]
+    return [(ids[j], scores[j]) for j in ranked]
