@@ -452,3 +452,45 @@ async def test_a_when_question_lifts_the_turn_that_carries_the_date(
     assert scores[plain] == pytest.approx(before[plain])
     other = await HybridRetriever(store, config=cfg).search(alice, "the nurse job start")
     assert {c.record.id: c.score for c in other.candidates} == before
+
+
+async def test_session_windows_are_read_only_where_they_can_change_the_top_limit(
+    store: SQLiteStore, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Skipping the windows of sessions that cannot reach the top ``limit`` changes nothing:
+    the same candidates, scores and paths as reading every trigger's window, in fewer reads."""
+    words = ["lisbon", "tram", "harbour", "pastry", "fado", "tiles", "river", "castle"]
+    for s in range(12):
+        for t in range(8):
+            picked = [words[(s * 3 + t * 5 + k) % len(words)] for k in range((s + t) % 3 + 1)]
+            speaker = "Ann" if t % 2 else "Bo"
+            text = " ".join(picked) + ("?" if t % 3 == 0 else ".")
+            add(store, alice, text, session_id=f"s{s}", kind=RecordKind.MESSAGE, speaker=speaker)
+    retriever = HybridRetriever(store, config=RetrievalConfig(dense=False, session_window=3))
+    queries = ["lisbon tram", "when was the fado night", "castle river pastry", "tiles"]
+    reads: list[int] = []
+    real = store.query_tuples
+
+    def spy(sql: str, params: object = ()) -> list[tuple[object, ...]]:
+        if "AS trig" in sql:
+            reads.append(sql.count("AS trig"))
+        return real(sql, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "query_tuples", spy)
+
+    async def run() -> list[list[tuple[str, float, tuple[str, ...]]]]:
+        out = []
+        for q in queries:
+            for limit in (1, 3, 8):
+                got = await retriever.retrieve(alice, q, limit=limit)
+                out.append([(c.record.id, c.score, c.paths) for c in got])
+        return out
+
+    pruned = await run()
+    pruned_reads = sum(reads)
+    reads.clear()
+    monkeypatch.setattr(
+        HybridRetriever, "_sessions_that_matter", lambda self, hits, triggers, *a: triggers
+    )
+    assert await run() == pruned
+    assert pruned_reads < sum(reads)

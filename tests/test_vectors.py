@@ -97,3 +97,66 @@ def test_deleting_a_record_removes_its_vectors_in_the_same_transaction(
     assert store.query("SELECT 1 FROM vectors WHERE record_id = ?", [ids[5]]) == []
     got = dense_search(store, SCOPE, "m1", clustered(32)[5], 40, probe=64)
     assert ids[5] not in {r for r, _ in got} and len(got) == 31
+
+
+def _vector_reads(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    read: list[int] = []
+    real = store.query_tuples
+
+    def spy(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        rows = real(sql, params)
+        if "FROM vectors" in sql:
+            read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store, "query_tuples", spy)
+    return read
+
+
+@pytest.mark.parametrize("n", [12, 64])  # untrained (read whole) and trained (cells)
+def test_cached_cells_follow_writes_and_deletions_of_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    """A repeated search reads no vector rows; a vector written or a record deleted through
+    another store object (another process's connection) is seen by the next search, and a
+    deleted record's vector leaves this process's cache."""
+    store, ids = filled(tmp_path / "c.db", n, monkeypatch)
+    target = clustered(n)[5]
+    first = dense_search(store, SCOPE, "m1", target, 5, probe=8)
+    read = _vector_reads(store, monkeypatch)
+    assert dense_search(store, SCOPE, "m1", target, 5, probe=8) == first and read == []
+
+    other = SQLiteStore(tmp_path / "c.db")
+    new = other.add(SCOPE, RecordDraft(text="new note")).id
+    write_vectors(other, SCOPE, "m1", [new], [target])
+    got = dense_search(store, SCOPE, "m1", target, 5, probe=8)
+    assert new in {r for r, _ in got} and read  # its cell was read again
+    read.clear()
+    assert dense_search(store, SCOPE, "m1", target, 5, probe=8) == got and read == []
+
+    other.delete(SCOPE, ids[5])
+    got = dense_search(store, SCOPE, "m1", target, 5, probe=8)
+    assert ids[5] not in {r for r, _ in got} and new in {r for r, _ in got}
+    cached = {rid for _, block in vectors._cache(store).blocks.values() for rid in block.ids}
+    assert ids[5] not in cached and new in cached
+    # Replacing a vector moves it to its new cell for every reader.
+    write_vectors(other, SCOPE, "m1", [new], [clustered(n)[6]])
+    moved = dense_search(store, SCOPE, "m1", clustered(n)[6], 3, probe=8)
+    assert moved == dense_search(other, SCOPE, "m1", clustered(n)[6], 3, probe=8)
+    assert new in {r for r, _ in moved}
+
+
+def test_cell_cache_stays_within_its_byte_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``CELL_CACHE_BYTES`` the least recently used cells are dropped, and searches
+    give the same results either way."""
+    store, _ = filled(tmp_path / "b.db", 64, monkeypatch)
+    queries = clustered(64, seed=9)[:8]
+    roomy = [dense_search(store, SCOPE, "m1", q, 4, probe=8) for q in queries]
+    blocks = [block for _, block in vectors._cache(store).blocks.values()]
+    monkeypatch.setattr(vectors, "CELL_CACHE_BYTES", 2000)
+    vectors._CACHES.pop(store, None)
+    tight = [dense_search(store, SCOPE, "m1", q, 4, probe=8) for q in queries]
+    cache = vectors._cache(store)
+    assert tight == roomy and 0 < cache.nbytes <= 2000 < sum(b.nbytes for b in blocks)
