@@ -86,16 +86,15 @@ class RetrievalSQL:
         Each term's FTS5 posting list is read in rowid order and stops one past the cap, so
         a term costs at most ``cap`` postings (ids only, no scoring).
         """
-        common: set[str] = set()
-        for term in terms:
-            rows = store.query_tuples(
-                "SELECT count(*) FROM (SELECT rowid FROM records_fts "
-                "WHERE records_fts MATCH ? LIMIT ?)",
-                [_match([term]), cap + 1],
-            )
-            if rows and int(rows[0][0]) > cap:
-                common.add(term)
-        return frozenset(common)
+        if not terms:
+            return frozenset()
+        # One statement for every term (a scalar subquery each): one read, not one per term.
+        count = "(SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?))"
+        rows = store.query_tuples(
+            "SELECT " + ", ".join(count for _ in terms),
+            [x for term in terms for x in (_match([term]), cap + 1)],
+        )
+        return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
 
     def lexical(
         self,

@@ -20,9 +20,24 @@ rebuilds join their nearest cell. Training is deterministic: it starts from even
 vectors in record order and runs a fixed number of iterations, so the same inputs give the
 same cells.
 
-Scoring reads the int8 codes straight into one matrix-vector product (numpy's own loop,
-not a BLAS call whose threads would contend for the cores at this size) and scales each
-row's single result, so the Python-side cost is the row read.
+Scoring reads the int8 codes straight into one matrix-vector product per cell (numpy's own
+loop, not a BLAS call whose threads would contend for the cores at this size) and scales
+each row's single result.
+
+**The cell cache.** Reading a probe's ~2,000 rows out of SQLite is most of a query's dense
+cost, so each store object (so each process) keeps the cells it has read as ready matrices
+(ids, int8 codes, scales), least recently used dropped past ``CELL_CACHE_BYTES``. Every
+change to a scope's vectors moves the scope's ``generation`` in ``vector_indexes`` in the
+same transaction, and stamps each changed cell's ``version`` with it: a write or a
+replacement (:func:`write_vectors`), a rebuild (all cells, and ``trained_generation`` for
+the centroids), and a deletion through the purge trigger, whichever process deletes. A query
+reads the generation (one indexed row); when it moved, it reads the cells' sizes and
+versions (one statement, the centroids too after a rebuild) and drops the cached cells whose
+version changed; then it uses a cached cell only when its version is the one just read. A
+cell read from the store is cached under the version read before it, so its content is
+never older than its label. A chat turn's new records change one or two cells, so the rest
+stay cached; nothing waits on the cache (its lock is held for dictionary work only), and
+every read still goes through the store's bounded reads.
 
 Why not sqlite-vec: its ``vec0`` table scans every vector of a partition per query (an
 exhaustive KNN in C). Measured on the development machine, through ``sqlean.py`` (this
