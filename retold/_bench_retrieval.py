@@ -17,6 +17,11 @@ into the ``--budget`` context (the orchestrator hands candidates to admission un
 packing step is kept so ``--candidates 300`` times ``bench evidence --path pack``'s work).
 The configuration is the default :class:`RetrievalConfig` (dense on unless ``--no-dense``).
 
+The vectors are written by the benchmark's own process, as a server that embeds on its
+search path writes them, so its IVF cell cache (``retold._vectors``) holds the cells those
+writes and rebuilds left; a process that did not write them reads each cell from SQLite on
+its first query that probes it.
+
 Besides wall-clock ``p50_ms``/``p95_ms``, ``cpu_p50_ms``/``cpu_p95_ms`` give the process's
 CPU time per query (every thread), which does not include waiting for a core on a
 shared machine.

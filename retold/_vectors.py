@@ -35,9 +35,13 @@ reads the generation (one indexed row); when it moved, it reads the cells' sizes
 versions (one statement, the centroids too after a rebuild) and drops the cached cells whose
 version changed; then it uses a cached cell only when its version is the one just read. A
 cell read from the store is cached under the version read before it, so its content is
-never older than its label. A chat turn's new records change one or two cells, so the rest
-stay cached; nothing waits on the cache (its lock is held for dictionary work only), and
-every read still goes through the store's bounded reads.
+never older than its label. A process's own writes keep its cache current: after a write
+commits, each changed cell whose cached block was exactly its content before the write (its
+version was the one the write read) is replaced by the block the write leaves, and a rebuild
+leaves every new cell's block; other processes' writes only make this one re-read the cells
+they changed. A chat turn's new records change one or two cells, so the rest stay cached;
+nothing waits on the cache (its lock is held for dictionary work only), and every read
+still goes through the store's bounded reads.
 
 Why not sqlite-vec: its ``vec0`` table scans every vector of a partition per query (an
 exhaustive KNN in C). Measured on the development machine, through ``sqlean.py`` (this
@@ -406,6 +410,10 @@ def write_vectors(
         matrix, dims = np.zeros((0, dimensions), dtype=np.float32), dimensions
     else:
         return
+    # Blocks this write leaves exactly known, for the cache once the write has committed
+    # (not when it joins an outer transaction, which may still roll back).
+    warm: list[tuple[int | None, int, _Block]] = []
+    through = not _in_write(store)
     with store.write() as w:
         lock = f"vectors:{len(scope.tenant)}:{scope.tenant}:{scope.principal}:{model}"
         retrieval_sql(store).serialize(w, lock)
@@ -454,18 +462,23 @@ def write_vectors(
                 )
             )
         removed = 0
+        # record id -> (cell, encoded vector) as stored by this write (the last one wins).
+        stored: dict[str, tuple[int, bytes]] = {}
         for i, rid in enumerate(record_ids):
             removed += w.execute(
                 "DELETE FROM vectors WHERE tenant = ? AND principal = ? AND record_id = ? "
                 "AND model_id = ?",
                 [scope.tenant, scope.principal, rid, model],
             ).rowcount
+            stored.pop(rid, None)
             if rid in live:
+                code = _encode(matrix[i])
                 w.execute(
                     "INSERT INTO vectors (tenant, principal, model_id, cell, record_id, vector) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    [scope.tenant, scope.principal, model, int(cells[i]), rid, _encode(matrix[i])],
+                    [scope.tenant, scope.principal, model, int(cells[i]), rid, code],
                 )
+                stored[rid] = (int(cells[i]), code)
                 added[int(cells[i])] = added.get(int(cells[i]), 0) + 1
         for cell, n in sorted(added.items()):
             w.execute(
@@ -474,6 +487,10 @@ def write_vectors(
                 [n, scope.tenant, scope.principal, model, cell],
             )
         touched.update(added)
+        if touched and row and through:
+            warm = _written_blocks(
+                store, w, scope, model, row[0], touched, set(record_ids), stored, dims
+            )
         if touched:
             # Readers' cached states and the changed cells' blocks are stale: move the
             # generation, and stamp the changed cells with it.
@@ -508,11 +525,86 @@ def write_vectors(
                 [scope.tenant, scope.principal, model],
             )[0]["vector_count"]
         )
-        if not added:
-            return
         trained = int(row[0]["trained_count"]) if row else 0
-        if count >= 2 * max(trained, DEFAULT_PROBE):
-            _train(w, scope, model)
+        if added and count >= 2 * max(trained, DEFAULT_PROBE):
+            built = _train(w, scope, model)
+            warm = built if through else []
+    cache = _cache(store)
+    for cell, version, block in warm:
+        cache.put((scope.tenant, scope.principal, model, cell), version, block)
+
+
+def _in_write(store: SQLiteStore) -> bool:
+    """Whether this thread is inside a write transaction of ``store`` (a write would join it)."""
+    local = getattr(store, "_local", None)
+    return getattr(local, "writer", None) is not None or getattr(local, "conn", None) is not None
+
+
+def _block(ids: Sequence[str], blobs: Sequence[bytes], dims: int) -> _Block | None:
+    """A block of ``(id, encoded vector)`` rows, in id order (None: a vector of another width)."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    joined = b"".join(blobs[i] for i in order)
+    if len(joined) != len(ids) * (4 + dims):
+        return None
+    raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(ids), 4 + dims)
+    return _Block(
+        ids=[ids[i] for i in order],
+        codes=np.ascontiguousarray(raw[:, 4:]).view(np.int8),
+        scales=raw[:, :4].copy().view(np.float32).ravel(),
+    )
+
+
+def _written_blocks(
+    store: SQLiteStore,
+    w: Any,
+    scope: Principal,
+    model: str,
+    index: dict[str, Any],
+    touched: set[int],
+    replaced: set[str],
+    stored: dict[str, tuple[int, bytes]],
+    dims: int,
+) -> list[tuple[int | None, int, _Block]]:
+    """The touched cells' blocks after this write, for the cells whose cached block is
+    exactly their content before it (inside ``w``, before the versions move).
+
+    A cached block is that content when its version is the cell's version read here: a
+    block is cached only under a version read before its rows, every change moves the
+    version, and this transaction excludes other writers of the scope. The new blocks take
+    the version this write stamps (the generation + 1).
+    """
+    cache = _cache(store)
+    key = (scope.tenant, scope.principal, model)
+    generation = int(index["generation"])
+    if int(index["trained_count"]) == 0:
+        before: dict[int | None, int] = {None: generation}
+    else:
+        marks = ", ".join("?" for _ in touched)
+        before = {
+            int(r["cell"]): int(r["version"])
+            for r in w.query(
+                "SELECT cell, version FROM vector_cells WHERE tenant = ? AND principal = ? "
+                f"AND model_id = ? AND cell IN ({marks})",
+                [*key, *sorted(touched)],
+            )
+        }
+    out: list[tuple[int | None, int, _Block]] = []
+    for cell, version in sorted(before.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        old = cache.get((*key, cell), version)
+        if old is None:
+            continue
+        kept = [i for i, rid in enumerate(old.ids) if rid not in replaced]
+        new = sorted(rid for rid, (c, _) in stored.items() if cell is None or c == cell)
+        fresh = _block(new, [stored[rid][1] for rid in new], dims)
+        if fresh is None or old.codes.shape[1] != dims:
+            continue
+        ids = [old.ids[i] for i in kept] + fresh.ids
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        codes = np.concatenate([old.codes[kept], fresh.codes])[order]
+        scales = np.concatenate([old.scales[kept], fresh.scales])[order]
+        block = _Block(ids=[ids[i] for i in order], codes=codes, scales=scales)
+        out.append((cell, generation + 1, block))
+    return out
 
 
 def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any) -> Any:
@@ -522,10 +614,11 @@ def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any
     return np.argmax(matrix @ index.centroids.T, axis=1)
 
 
-def _train(w: Any, scope: Principal, model: str) -> None:
+def _train(w: Any, scope: Principal, model: str) -> list[tuple[int | None, int, _Block]]:
     """Rebuild the scope's cells by spherical k-means and reassign every vector (in ``w``).
 
     Vectors are read in byte order, so the cells depend on the vectors alone, not on ids.
+    Returns every new cell's block with its version, for the cache once ``w`` commits.
     """
     rows = w.query(
         "SELECT record_id, vector FROM vectors WHERE tenant = ? AND principal = ? "
@@ -590,6 +683,19 @@ def _train(w: Any, scope: Principal, model: str) -> None:
             ],
         )
     log.info("vector_index_built", model=model, vectors=n, cells=k)
+    members: list[list[int]] = [[] for _ in range(k)]
+    for i, cell in enumerate(assign.tolist()):
+        members[cell].append(i)
+    blocks: list[tuple[int | None, int, _Block]] = []
+    for cell in range(k):
+        block = _block(
+            [rows[i]["record_id"] for i in members[cell]],
+            [rows[i]["vector"] for i in members[cell]],
+            dims,
+        )
+        if block is not None:
+            blocks.append((cell, generation, block))
+    return blocks
 
 
 async def ensure_vectors(

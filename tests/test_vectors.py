@@ -56,6 +56,7 @@ def test_index_bounds_the_vectors_a_query_reads(
         return rows
 
     monkeypatch.setattr(store, "query_tuples", spy)
+    vectors._CACHES.pop(store, None)  # as another process would: nothing cached
     target = clustered(64)[5]
     got = dense_search(store, SCOPE, "m1", target, 3, probe=8)
     assert got[0][0] == ids[5] and got[0][1] > 0.99
@@ -160,3 +161,42 @@ def test_cell_cache_stays_within_its_byte_budget(
     tight = [dense_search(store, SCOPE, "m1", q, 4, probe=8) for q in queries]
     cache = vectors._cache(store)
     assert tight == roomy and 0 < cache.nbytes <= 2000 < sum(b.nbytes for b in blocks)
+
+
+@pytest.mark.parametrize("n", [12, 64])
+def test_blocks_kept_by_writes_equal_what_a_read_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    """The cells a process's own writes (and rebuilds) leave in its cache are exactly what a
+    cold read of those cells gives; a write inside a transaction that rolls back leaves none."""
+    store, ids = filled(tmp_path / "w.db", n, monkeypatch)
+    for q in clustered(n, seed=5)[:6]:  # cache some cells by reading them
+        dense_search(store, SCOPE, "m1", q, 4, probe=8)
+    more = [store.add(SCOPE, RecordDraft(text=f"more {i}")).id for i in range(6)]
+    vecs = clustered(n + 6, seed=11)
+    # New vectors, a replaced one, and one id twice in a batch (the last one is stored).
+    write_vectors(store, SCOPE, "m1", [*more[:3], ids[2], more[0]], vecs[:5])
+    write_vectors(store, SCOPE, "m1", more[3:], vecs[5:8])
+    cache = vectors._cache(store)
+    warm = {key: (version, block) for key, (version, block) in cache.blocks.items()}
+    assert warm
+    cold = SQLiteStore(tmp_path / "w.db")
+    state = vectors._index(cold, SCOPE, "m1")
+    assert state is not None
+    checked = 0
+    for (_, _, model, cell), (version, block) in warm.items():
+        trained = state.centroids is not None
+        now = state.generation if cell is None else int(state.versions[cell])
+        if (cell is None) == trained or version != now:
+            continue  # stale: never used, dropped when this process next reads the state
+        checked += 1
+        read = vectors._blocks(cold, SCOPE, model, [(cell, now)], len(vecs[0]))
+        assert read is not None and read[0].ids == block.ids
+        assert read[0].codes.tobytes() == block.codes.tobytes()
+        assert read[0].scales.tobytes() == block.scales.tobytes()
+    assert checked
+    with pytest.raises(RuntimeError), store.write():
+        write_vectors(store, SCOPE, "m1", [more[1]], [clustered(n)[7]])
+        raise RuntimeError("rolled back")
+    got = dense_search(store, SCOPE, "m1", clustered(n)[7], 40, probe=64)
+    assert dense_search(cold, SCOPE, "m1", clustered(n)[7], 40, probe=64) == got
