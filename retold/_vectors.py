@@ -270,6 +270,9 @@ class _StoreCache:
 
     def put(self, key: tuple[str, str, str, int | None], version: int, block: _Block) -> None:
         with self.lock:
+            old = self.blocks.get(key)
+            if old is not None and old[0] > version:
+                return  # a later version is cached already (versions only grow)
             old = self.blocks.pop(key, None)
             if old is not None:
                 self.nbytes -= old[1].nbytes
@@ -282,21 +285,28 @@ class _StoreCache:
                 self.nbytes -= evicted.nbytes
 
     def set_state(self, key: tuple[str, str, str], state: _IndexState) -> None:
-        """Record ``state`` and drop the scope's blocks it makes stale."""
+        """Record ``state`` and drop the scope's blocks it shows to be stale.
+
+        A state older than the one recorded (a slower reader's) changes nothing, and a
+        block newer than the state (left by this process's own later write) is kept.
+        """
         with self.lock:
+            known = self.states.get(key)
+            if known is not None and known.generation > state.generation:
+                return
             self.states[key] = state
             for bkey in [k for k in self.blocks if k[:3] == key]:
                 version = self.blocks[bkey][0]
                 cell = bkey[3]
                 if cell is None:
-                    fresh = state.centroids is None and version == state.generation
+                    stale = state.centroids is not None or version < state.generation
                 else:
-                    fresh = (
-                        state.centroids is not None
-                        and cell < len(state.versions)
-                        and version == int(state.versions[cell])
+                    stale = (
+                        state.centroids is None
+                        or cell >= len(state.versions)
+                        or version < int(state.versions[cell])
                     )
-                if not fresh:
+                if stale:
                     self.nbytes -= self.blocks.pop(bkey)[1].nbytes
 
 
