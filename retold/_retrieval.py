@@ -336,7 +336,7 @@ def extract_entities(text: str) -> set[str]:
 def _word_shingles(words: Sequence[str]) -> frozenset[tuple[str, ...]]:
     if len(words) < 3:
         return frozenset({tuple(words)})
-    return frozenset(tuple(words[i : i + 3]) for i in range(len(words) - 2))
+    return frozenset(zip(words, words[1:], words[2:], strict=False))
 
 
 # -- SQL filters ---------------------------------------------------------------------------
