@@ -651,13 +651,14 @@ class HybridRetriever:
         if cfg.dense and self.embedder is not None:
             t0 = time.perf_counter()
             while True:
-                pending, stale, stats = await anyio.to_thread.run_sync(
+                pending, stale, prepared = await anyio.to_thread.run_sync(
                     self._dense_prepare, scope, abandon_on_cancel=True
                 )
                 if not pending:
                     break
                 await ensure_vectors(self.store, scope, self.embedder)
-            names = stats[1]
+            stats = prepared
+            names = prepared[1]
             text = _without_names(query, names) if cfg.dense_skip_speakers else query
             query_vector = (await self.embedder.embed([text]))[0]
             timings["embed"] = (time.perf_counter() - t0) * 1000

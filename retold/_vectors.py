@@ -540,8 +540,8 @@ def write_vectors(
             built = _train(w, scope, model)
             warm = built if through else []
     cache = _cache(store)
-    for cell, version, block in warm:
-        cache.put((scope.tenant, scope.principal, model, cell), version, block)
+    for where, version, block in warm:
+        cache.put((scope.tenant, scope.principal, model, where), version, block)
 
 
 def _in_write(store: SQLiteStore) -> bool:
