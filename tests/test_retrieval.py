@@ -494,3 +494,50 @@ async def test_session_windows_are_read_only_where_they_can_change_the_top_limit
     )
     assert await run() == pruned
     assert pruned_reads < sum(reads)
+
+
+async def test_searches_of_one_event_loop_share_the_cpu_worker_threads(
+    store: SQLiteStore, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retrieval's CPU-bound stages run on at most RETRIEVAL_THREADS threads per event loop
+    (cores - 1), so concurrent searches never take every core from the loop's thread."""
+    import threading
+    import time
+
+    import anyio
+
+    import retold._retrieval as retrieval
+
+    assert retrieval.RETRIEVAL_THREADS >= 1
+    monkeypatch.setattr(retrieval, "RETRIEVAL_THREADS", 2)
+    assert retrieval._cpu_limiter().total_tokens == 2  # made on first use in this loop
+    add(store, alice, "Alice keeps her passport in the blue drawer.")
+    retriever = HybridRetriever(store, config=LEXICAL)
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+    inner = retriever._search_sync
+
+    def counted(*args: object, **kw: object) -> object:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        try:
+            time.sleep(0.02)  # long enough for the other searches to start meanwhile
+            return inner(*args, **kw)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(retriever, "_search_sync", counted)
+    found: list[int] = []
+
+    async def one() -> None:
+        found.append(len(await retriever.retrieve(alice, "passport drawer")))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert found == [1, 1, 1, 1]
+    assert 1 <= peak <= 2  # four at once without the shared limiter
