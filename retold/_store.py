@@ -312,12 +312,18 @@ def _row_to_record(row: Mapping[str, Any]) -> Record:
 
     Records are immutable, so one row's record is shared: the turn path reads the same rows
     again and again (a retriever's candidates, then their verification; the same records
-    on the next turn), and validating a row costs far more than looking it up.
+    on the next turn), and validating a row costs far more than looking it up. Only rows
+    whose text is at most :data:`_SHARED_TEXT_MAX` characters are kept, so the cache stays
+    a few megabytes.
     """
-    return _record_from_items(tuple((k, v) for k, v in row.items() if k not in _NOT_COLUMNS))
+    items = tuple((k, v) for k, v in row.items() if k not in _NOT_COLUMNS)
+    if len(row.get("text") or "") > _SHARED_TEXT_MAX:
+        return _record_from_items.__wrapped__(items)
+    return _record_from_items(items)
 
 
 _NOT_COLUMNS = frozenset({"rowid", "score"})
+_SHARED_TEXT_MAX = 4096
 
 
 @functools.lru_cache(maxsize=1024)

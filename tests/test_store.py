@@ -383,3 +383,21 @@ def test_a_read_past_its_deadline_is_cut_short(store: Store) -> None:
     assert store.query("SELECT 1 AS x") == [{"x": 1}]
     if store.dialect == "postgresql":
         assert {r["statement_timeout"] for r in store.query("SHOW statement_timeout")} == {"30s"}
+
+
+def test_a_rows_record_is_shared_and_long_texts_are_not_kept(tmp_path: Path) -> None:
+    """Reading a row twice gives the same immutable Record; a long one is built afresh."""
+    from retold._store import _RECORD_COLUMNS, _SHARED_TEXT_MAX, _row_to_record
+
+    scope = Principal(tenant="t", principal="p")
+    with SQLiteStore(tmp_path / "m.db") as store:
+        short = store.add(scope, RecordDraft(text="I keep the spare key under the mat."))
+        long = store.add(scope, RecordDraft(text="word " * (_SHARED_TEXT_MAX // 5 + 10)))
+        rows = {
+            r["id"]: r
+            for r in store.query(f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = 't'")
+        }
+    assert _row_to_record(rows[short.id]) is _row_to_record(dict(rows[short.id]))
+    assert _row_to_record(rows[short.id]) == short
+    assert _row_to_record(rows[long.id]) is not _row_to_record(rows[long.id])
+    assert _row_to_record(rows[long.id]) == long
