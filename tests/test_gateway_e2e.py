@@ -58,9 +58,16 @@ class Served:
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         self.lines: list[str] = []
+        self.out: list[str] = []
         self.ready = threading.Event()
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
+        # Each pipe has one reader thread, and only it: ``communicate()`` beside a reader
+        # would close the pipe under it.
+        self._readers = [
+            threading.Thread(target=self._drain, daemon=True),
+            threading.Thread(target=self._drain_stdout, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -70,11 +77,20 @@ class Served:
                 self.ready.set()
         self.ready.set()
 
+    def _drain_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.out.append(line)
+
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=30)
-        self._reader.join(timeout=30)
-        return out + "".join(self.lines)
+        self.proc.wait(timeout=30)
+        for reader in self._readers:
+            reader.join(timeout=30)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return "".join(self.out) + "".join(self.lines)
 
 
 @pytest.fixture
