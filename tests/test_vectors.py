@@ -46,16 +46,7 @@ def test_index_bounds_the_vectors_a_query_reads(
     trained = store.query("SELECT trained_count FROM vector_indexes")[0]["trained_count"]
     assert trained == 40  # built at 32+ (2 x 16), rebuilt at twice that: not yet at 64
     assert len(cells) == round(math.sqrt(trained)) and sum(c["size"] for c in cells) == 64
-    read: list[int] = []
-    real = store.query_tuples
-
-    def spy(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        rows = real(sql, params)
-        if "FROM vectors" in sql:
-            read.append(len(rows))
-        return rows
-
-    monkeypatch.setattr(store, "query_tuples", spy)
+    read = _vector_reads(store, monkeypatch)
     vectors._CACHES.pop(store, None)  # as another process would: nothing cached
     target = clustered(64)[5]
     got = dense_search(store, SCOPE, "m1", target, 3, probe=8)
