@@ -1336,7 +1336,9 @@ class UtilityAwareOrchestrator:
             if record.id in in_profile:
                 log.debug("candidate_dropped", record_id=record.id, reason="in_profile")
                 continue
-            out.append(c.model_copy(update={"record": record}))
+            # Rows map to shared records (``_row_to_record``): the store's own retriever
+            # hands over the very record the re-read yields, so no copy is needed then.
+            out.append(c if c.record is record else c.model_copy(update={"record": record}))
         return out
 
     async def _call(

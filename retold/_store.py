@@ -13,6 +13,7 @@ import contextvars
 import functools
 import json
 import math
+import operator
 import re
 import secrets
 import sqlite3
@@ -316,19 +317,22 @@ def _row_to_record(row: Mapping[str, Any]) -> Record:
     whose text is at most :data:`_SHARED_TEXT_MAX` characters are kept, so the cache stays
     a few megabytes.
     """
-    items = tuple((k, v) for k, v in row.items() if k not in _NOT_COLUMNS)
-    if len(row.get("text") or "") > _SHARED_TEXT_MAX:
-        return _record_from_items.__wrapped__(items)
-    return _record_from_items(items)
+    values = _record_values(row)
+    if len(row["text"] or "") > _SHARED_TEXT_MAX:
+        return _record_from_values.__wrapped__(values)
+    return _record_from_values(values)
 
 
-_NOT_COLUMNS = frozenset({"rowid", "score"})
+_RECORD_COLUMN_NAMES = tuple(c.strip() for c in _RECORD_COLUMNS.split(","))
+#: A row's record columns, in :data:`_RECORD_COLUMNS` order (the cache key); a row that
+#: lacks one is a bug of its query and raises ``KeyError``.
+_record_values = operator.itemgetter(*_RECORD_COLUMN_NAMES)
 _SHARED_TEXT_MAX = 4096
 
 
 @functools.lru_cache(maxsize=1024)
-def _record_from_items(items: tuple[tuple[str, Any], ...]) -> Record:
-    data = dict(items)
+def _record_from_values(values: tuple[Any, ...]) -> Record:
+    data = dict(zip(_RECORD_COLUMN_NAMES, values, strict=True))
     for key in ("conflicts_with", "evidence", "tags"):
         data[key] = json.loads(data[key])
     return Record.model_validate(data)
