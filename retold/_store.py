@@ -1176,6 +1176,9 @@ class SQLiteStore(_SharedStoreOps):
         memory = self.path in ("", ":memory:") or "mode=memory" in self.path
         # ``:memory:`` is private to its connection, so such a store reads on its only one.
         self._readers: list[sqlite3.Connection] | None = None if memory else []
+        # The event loop's own reads (query_inline) never wait for a lock: their connections
+        # are opened with the busy handler off, so no read toggles it.
+        self._inline_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._schema_done: dict[str, int] = {}
         self._shared: dict[str, Any] = {}
@@ -1225,6 +1228,8 @@ class SQLiteStore(_SharedStoreOps):
         with self._readers_lock:
             self._closed = True
             idle, self._readers = self._readers or [], [] if self._readers is not None else None
+            idle += self._inline_readers
+            self._inline_readers = []
         for conn in idle:
             conn.close()
         if error is not None:
@@ -1351,7 +1356,7 @@ class SQLiteStore(_SharedStoreOps):
 
         For the event loop's own short reads on the turn path (the inventory, candidate
         verification), where handing the read to a worker thread costs more than the read:
-        it never waits for a lock (SQLite's busy handler is off for the attempt, and this
+        it never waits for a lock (its pooled connections have SQLite's busy handler off, and this
         store's own lock is only tried), and the statement is interrupted after
         ``within_s`` or at the context's :class:`Deadline`, whichever comes first.
 
@@ -1369,7 +1374,7 @@ class SQLiteStore(_SharedStoreOps):
         writing = getattr(self._local, "writing", False)
         pooled = self._readers is not None and not writing
         if pooled:
-            conn = self._reader()
+            conn = self._reader(inline=True)
         elif self._lock.acquire(blocking=False):
             conn = self._conn
         else:
@@ -1379,7 +1384,8 @@ class SQLiteStore(_SharedStoreOps):
             if not writing:
                 # Inside a write the write's own progress handler and lock already apply.
                 conn.set_progress_handler(limit.passed, _INLINE_PROGRESS_STEPS)
-                conn.execute("PRAGMA busy_timeout = 0")
+                if not pooled:
+                    conn.execute("PRAGMA busy_timeout = 0")
             cursor = conn.execute(sql, params)
             keys = [d[0] for d in cursor.description or ()]
             return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
@@ -1394,9 +1400,10 @@ class SQLiteStore(_SharedStoreOps):
                 cursor.close()
             if not writing:
                 conn.set_progress_handler(None, 0)
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                if not pooled:
+                    conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             if pooled:
-                self._give_back(conn)
+                self._give_back(conn, inline=True)
             else:
                 self._lock.release()
 
@@ -1463,16 +1470,18 @@ class SQLiteStore(_SharedStoreOps):
                 if clamped:
                     conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
-    def _reader(self) -> sqlite3.Connection:
+    def _reader(self, *, inline: bool = False) -> sqlite3.Connection:
+        """An idle read connection of the pool (``inline``: of the no-wait pool), or a new one."""
         with self._readers_lock:
             if self._closed:
                 raise StoreError("the store is closed")
-            if self._readers:
-                return self._readers.pop()
+            idle = self._inline_readers if inline else self._readers
+            if idle:
+                return idle.pop()
         try:
             conn = sqlite3.connect(
                 self.path,
-                timeout=self._busy_ms / 1000,
+                timeout=0 if inline else self._busy_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -1481,11 +1490,12 @@ class SQLiteStore(_SharedStoreOps):
             raise StoreError(f"cannot open a read connection to {self.path!r}: {exc}") from exc
         return conn
 
-    def _give_back(self, conn: sqlite3.Connection) -> None:
+    def _give_back(self, conn: sqlite3.Connection, *, inline: bool = False) -> None:
         with self._readers_lock:
             if not self._closed and self._readers is not None:
-                if len(self._readers) < _MAX_IDLE_READERS:
-                    self._readers.append(conn)
+                idle = self._inline_readers if inline else self._readers
+                if len(idle) < _MAX_IDLE_READERS:
+                    idle.append(conn)
                     return
         conn.close()
 

@@ -464,6 +464,16 @@ def test_an_inline_read_returns_rows_and_never_waits_for_a_lock(
     assert rows == [{"n": 0}]
 
 
+def test_inline_reads_never_wait_and_leave_other_reads_their_busy_timeout(
+    file_store: SQLiteStore,
+) -> None:
+    """The event loop's reads come from their own connections, whose busy handler is off
+    for good (no per-read toggling); the other reads keep the store's busy timeout."""
+    for _ in range(3):
+        assert file_store.query_inline("PRAGMA busy_timeout", within_s=1.0) == [{"timeout": 0}]
+        assert file_store.query("PRAGMA busy_timeout") == [{"timeout": file_store.busy_timeout_ms}]
+
+
 def test_an_inline_read_that_runs_long_gives_way_to_a_worker_thread(
     file_store: SQLiteStore,
 ) -> None:
