@@ -246,6 +246,14 @@ def _effective_deadline(deadline: float | None) -> float:
     return scope if deadline is None else min(scope, deadline)
 
 
+async def _cancelled_by_enclosing_scope(end: float, deadline: float | None) -> None:
+    """Wait for the enclosing cancel scope's cancellation when its deadline, not the explicit
+    one, is the one that passed (its timer may not have fired yet on a busy event loop);
+    return at once otherwise."""
+    if (deadline is None or end < deadline) and anyio.current_time() >= end:
+        await anyio.sleep_forever()
+
+
 class _Scrubber:
     """Removes the API key (and anything else secret-shaped) from text we surface."""
 
@@ -383,6 +391,7 @@ class _HTTPSession:
             if remaining <= 0:
                 # An enclosing scope past its deadline cancels here, the ordinary way; only
                 # the explicit deadline becomes an error.
+                await _cancelled_by_enclosing_scope(end, deadline)
                 await anyio.lowlevel.checkpoint()
                 raise self._error(0, "", f"{self.provider} request to {path} passed its deadline")
             started = anyio.current_time()
@@ -413,6 +422,9 @@ class _HTTPSession:
                     f"{self.provider} response from {path} ended before its body was complete",
                 ) from None
             except httpx.TimeoutException as exc:
+                # httpx's timeout is clamped to the enclosing scope's deadline too, and may
+                # fire just before that scope cancels: then the cancellation is the outcome.
+                await _cancelled_by_enclosing_scope(end, deadline)
                 # A read timeout is not retried: the server may still be generating, and a
                 # second copy of a long generation costs as much as the first.
                 _log.warning(
