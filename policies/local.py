@@ -62,7 +62,7 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._typing import Embedder
 
-from .lexical import content_terms, personal_turn
+from .lexical import _NAMED_POSSESSIVE, _QUOTED_SPAN, content_terms, personal_turn
 
 __all__ = [
     "BACKGROUND_REQUESTS",
@@ -297,6 +297,23 @@ def _share_a_name(a: str, b: str) -> bool:
     return bool(shared & (inside_a | inside_b))
 
 
+# In a how-to question the first person is anyone's: "How do I say 'thank you' in Greek?"
+# asks what anybody would ask, and says nothing about the principal's own life.
+_GENERIC_HOW_TO = re.compile(r"\bhow (?:do|can|should|could|would) (?:i|we)\b", re.I)
+# A definite reference: "the removals", "this bike", "those tickets".
+_DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
+
+
+def _about_the_principal(turn: str, known_words: set[str]) -> bool:
+    """Whether ``turn`` is about the principal's own life (:func:`personal_turn`), where the
+    first person of a how-to question is generic, and a named possessive ("Newton's laws")
+    counts only for a name the principal's records use (``known_words``, case-folded)."""
+    text = _GENERIC_HOW_TO.sub(" ", _QUOTED_SPAN.sub(" ", turn))
+    if personal_turn(_NAMED_POSSESSIVE.sub(" ", text)):
+        return True
+    return any(m.group(0)[:-2].casefold() in known_words for m in _NAMED_POSSESSIVE.finditer(text))
+
+
 def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
@@ -313,9 +330,12 @@ class SemanticAdmissionJudge:
     A turn about the principal's own life (a first-person pronoun or possessive, a named
     person's possessive, or a recall phrase: the general vocabulary of
     :mod:`retold.policy.lexical`, no topic words) asks for their memory, so its best
-    candidate needs only ``min_relevance``; any other turn ("What did the removals cost?")
-    needs ``min_relevance_impersonal``, a closeness that general questions sharing a topic
-    with a stored fact ("Why do cats purr?" beside "my cat Pimiento") do not reach.
+    candidate needs only ``min_relevance``. The first person of a how-to question ("How do
+    I say ... in French?") is anyone's, and a possessive counts only for a name the
+    candidates use ("Newton's laws" does not). Any other turn reaches memory only through a
+    definite reference ("What did the removals cost?") and needs
+    ``min_relevance_impersonal``, a closeness that general questions sharing a topic with a
+    stored fact ("Why do cats purr?" beside "my cat Pimiento") do not reach.
     Only candidates within ``margin`` of the best are admitted, so an unrelated record is
     not admitted beside the right one.
 
@@ -340,7 +360,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@3"
+    policy_id = "semantic-admission-judge-local@4"
 
     def __init__(
         self,
@@ -412,7 +432,13 @@ class SemanticAdmissionJudge:
         )
         relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
         best = max(relevance.values(), default=0.0)
-        floor = self.min_relevance if personal_turn(turn) else self.min_relevance_impersonal
+        words = {w.casefold() for r in usable for w in re.findall(r"[^\W\d_]+", r.text)}
+        personal = _about_the_principal(turn, words)
+        floor = self.min_relevance if personal else self.min_relevance_impersonal
+        # A turn not about the principal reaches their memory only through a definite
+        # reference ("What did the removals cost?", "When is the ceremony?"); "Explain what a
+        # clutch does" or "How far is Odense from Copenhagen?" asks what anybody would.
+        definite = bool(_DEFINITE.search(_QUOTED_SPAN.sub(" ", turn)))
         helpful: list[Record] = []
         for record in usable:
             rel = relevance[record.id]
@@ -420,7 +446,7 @@ class SemanticAdmissionJudge:
             said = any(cosine(rec_vecs[record.id], v) >= self.redundant_at for v in known_vecs)
             if (terms and terms <= known_terms) or said:
                 reasons[record.id] = ReasonCode.REDUNDANT
-            elif rel >= floor and rel >= best - self.margin:
+            elif rel >= floor and rel >= best - self.margin and (personal or definite):
                 reasons[record.id] = ReasonCode.HELPFUL
                 helpful.append(record)
             else:

@@ -131,6 +131,36 @@ async def test_judge_needs_more_closeness_when_the_turn_is_not_personal() -> Non
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("turn", "admitted"),
+    [
+        # Not about the principal, and no definite reference: what anybody would ask.
+        ("How far is Odense from Copenhagen?", False),
+        ("Explain what a clutch does in a manual car.", False),
+        # The first person of a how-to question is anyone's; quoted text is mentioned.
+        ("How do I say 'the Odense trip was great' in French?", False),
+        # A possessive of a name the records never use is not the principal's world.
+        ("Give me quiz questions on Newton's laws about Odense.", False),
+        # A definite reference, a named possessive the records use, a first person.
+        ("What did the Odense exchange cost?", True),
+        ("When does Katrin's Odense exchange start?", True),
+        ("How do I get to my Odense school?", True),
+    ],
+)
+async def test_judge_reaches_memory_only_from_a_turn_about_the_principal_or_a_reference(
+    turn: str, admitted: bool
+) -> None:
+    """A turn needs memory when it is about the principal's life or refers to something
+    definite; the same closeness admits nothing for a question anybody would ask."""
+    judge = SemanticAdmissionJudge(
+        _Axes(["odense"]), min_relevance=0.1, min_relevance_impersonal=0.1, hub_weight=0.0
+    )
+    record = _record("r1", "Katrin and I got the exchange: a year in Odense from August.")
+    decision = await judge.admit(turn, None, EMPTY, "", [record])
+    assert decision.admitted == (("r1",) if admitted else ())
+
+
+@pytest.mark.anyio
 async def test_judge_staleness_comes_from_links_not_from_change_words() -> None:
     """A conflict link rejects; a change word in an unrelated newer record marks nothing stale."""
     judge = SemanticAdmissionJudge(_Axes(["salary", "trip"]))
