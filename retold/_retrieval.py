@@ -149,7 +149,13 @@ class RetrievalConfig(BaseModel):
     )
     rrf_k: int = Field(default=60, ge=1, description="Rank offset of reciprocal rank fusion.")
     lexical_weight: float = Field(default=1.0, ge=0.0, description="Weight of the lexical stage.")
-    dense_weight: float = Field(default=1.0, ge=0.0, description="Weight of the dense stage.")
+    dense_weight: float = Field(
+        default=1.5,
+        ge=0.0,
+        description="Weight of the dense stage (above the lexical stage's: in conversation "
+        "the evidence turn is often a paraphrase of the question, or an answer that shares "
+        "few of its words).",
+    )
     entity_weight: float = Field(default=0.5, ge=0.0, description="Weight of the entity stage.")
     lexical_skip_speakers: bool = Field(
         default=True,
@@ -234,6 +240,23 @@ class RetrievalConfig(BaseModel):
         default=0.5,
         ge=0.0,
         description="In sum mode, the share of the neighbours' decayed scores a found turn gains.",
+    )
+
+    session_diversity: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description="Spread the returned list over sessions: picked best first, a hit's "
+        "score is multiplied by this once per hit of its session already picked (1: off). "
+        "Session expansion lifts whole exchanges; at a small cap one session would "
+        "otherwise fill it, and a question whose evidence spans sessions loses the rest.",
+    )
+    session_diversity_after: int = Field(
+        default=4,
+        ge=0,
+        description="The first this many picks go by score alone; session_diversity applies "
+        "to the rest (a question's answer is often the turn after its best match, in the "
+        "same session).",
     )
 
     temporal_boost: float = Field(
@@ -695,7 +718,7 @@ class HybridRetriever:
                 abandon_on_cancel=True,
                 limiter=_cpu_limiter(),
             )
-        ranked = self._sort(hits)[:limit]
+        ranked = self._select(self._sort(hits), limit)
         candidates = tuple(
             Candidate(
                 record=_row_to_record(h.row),
@@ -1300,6 +1323,40 @@ class HybridRetriever:
             hit.paths.add("backfill")
             out.append(hit)
         return out
+
+    def _select(self, ranked: list[_Hit], limit: int) -> list[_Hit]:
+        """The top ``limit`` of ``ranked``, spread over sessions (``session_diversity``).
+
+        Greedy: after the first ``session_diversity_after`` picks (by score alone), each pick
+        is the hit with the best score after its session's discount, the score times
+        ``session_diversity`` per hit of its session already picked; ties keep the order of
+        ``ranked``. A hit's score becomes its discounted score, so the list
+        stays best first. Hits without a session are never discounted.
+        """
+        factor = self.config.session_diversity
+        if factor >= 1.0 or limit <= 1:
+            return ranked[:limit]
+        picked: list[_Hit] = []
+        taken: dict[str, int] = {}
+        # (-discounted score, position, times discounted): scores only fall as picks are
+        # made, so a popped entry whose discount is current is the best remaining.
+        heap = [(-h.score, i, 0) for i, h in enumerate(ranked)]
+        heapq.heapify(heap)
+        while heap and len(picked) < limit:
+            neg, i, seen = heapq.heappop(heap)
+            hit = ranked[i]
+            session = hit.row["session_id"]
+            now_taken = taken.get(session, 0) if session is not None else 0
+            if len(picked) < self.config.session_diversity_after:
+                now_taken = seen  # the first picks go by score alone
+            if now_taken != seen:
+                heapq.heappush(heap, (-hit.score * factor**now_taken, i, now_taken))
+                continue
+            hit.score = -neg
+            picked.append(hit)
+            if session is not None:
+                taken[session] = now_taken + 1
+        return picked
 
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:
         if self.config.event_time_tie_break:

@@ -541,3 +541,29 @@ async def test_searches_of_one_event_loop_share_the_cpu_worker_threads(
             tg.start_soon(one)
     assert found == [1, 1, 1, 1]
     assert 1 <= peak <= 2  # four at once without the shared limiter
+
+
+async def test_session_diversity_spreads_the_cap_over_sessions(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """With session_diversity, turns of an already-picked session are discounted after the
+    first picks, so a weaker match in another session reaches a small cap; off, it does not."""
+    crowd = [
+        add(store, alice, f"marathon training {word} marathon", session_id="s1")
+        for word in ("monday", "tuesday", "wednesday", "thursday")
+    ]
+    other = add(store, alice, "the marathon was tough on my knee", session_id="s2")
+    cfg = LEXICAL.model_copy(update={"entity": False})
+    plain = await HybridRetriever(store, config=cfg).retrieve(alice, "marathon training", limit=3)
+    assert {c.record.id for c in plain} <= set(crowd)
+    spread = cfg.model_copy(update={"session_diversity": 0.5, "session_diversity_after": 1})
+    got = await HybridRetriever(store, config=spread).retrieve(alice, "marathon training", limit=3)
+    ids = [c.record.id for c in got]
+    assert ids[0] == plain[0].record.id  # the first pick goes by score alone
+    assert other in ids and len(ids) == 3
+    scores = [c.score for c in got]
+    assert scores == sorted(scores, reverse=True)
+    # Picks before session_diversity_after are never discounted.
+    late = spread.model_copy(update={"session_diversity_after": 3})
+    got = await HybridRetriever(store, config=late).retrieve(alice, "marathon training", limit=3)
+    assert [c.record.id for c in got] == [c.record.id for c in plain]
