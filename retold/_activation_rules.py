@@ -202,6 +202,13 @@ _MAIL_START = re.compile(
     r"-{2,}\s*(?:original|forwarded) message\s*-{2,}|begin forwarded message\s*:)"
 )
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# A line of only ---, ===, ***, ___ or ~~~ sets pasted material apart ("who's on nights
+# from this rota?\n---\n<the rota>\n---"): what lies between two such lines, or after a
+# lone one, is the material, not the user's words.
+_SEPARATED = re.compile(
+    r"(?m)^[ \t]*([-=*_~])(?:[ \t]*\1){2,}[ \t]*$(?:.*?^[ \t]*\1(?:[ \t]*\1){2,}[ \t]*$|.*\Z)",
+    re.DOTALL,
+)
 _QUOTE_LINE = re.compile(r"(?m)^[ \t]*>.*$")
 # Text in quotation marks with at least three words is a quotation, not the user's claim.
 _QUOTED = re.compile(r"\"[^\"\n]*?\s[^\"\n]*?\s[^\"\n]*?\"|\u201c[^\u201d\n]*\u201d")
@@ -248,13 +255,15 @@ def _drop_transcript(text: str) -> str:
 def own_words(turn_text: str) -> str:
     """The part of a user turn that is the user's own words (normalised).
 
-    Removed: fenced blocks, the other speakers' lines of a pasted chat transcript
+    Removed: fenced blocks, blocks set apart by separator lines (``---``), the other
+    speakers' lines of a pasted chat transcript
     ("Tom: ..." beside "Me: ..."), ``>`` quoted lines, quotations of three words or more, a
     pasted or forwarded mail (from its first header on), and whatever follows a lead-in
     that introduces someone else's text ("summarise this page:", "the email says:").
     """
     text = normalise(turn_text)
     text = _FENCE.sub("\n", text)
+    text = _SEPARATED.sub("\n", text)
     text = _drop_transcript(text)
     mail = _MAIL_START.search(text)
     if mail is not None:
