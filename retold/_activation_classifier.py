@@ -202,7 +202,8 @@ _ONE_OFF_TASK = re.compile(
 )
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
-    r"whenever|all the time|for everything)\b"
+    r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
+    r"no matter (?:what|the topic|the subject))\b"
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
@@ -252,14 +253,19 @@ _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\bso\b|\band\b|\bbut\
 # "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
 _WITHDRAWAL = re.compile(
     r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
-    r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
-    r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
+    r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
-    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
     r"you can stop|no need (?:to|for) .*\bany ?more|"
     r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
     r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
+)
+# Cues that take something back, or tell the assistant to stop something new ("drop the
+# markdown", "stop using emojis"): with a standing marker ("always", "in general") they
+# state a new standing preference rather than withdraw one.
+_WITHDRAWAL_OR_NEW = re.compile(
+    r"\b(?:scratch|drop|cancel) (?:the|my|those|this)\b|"
+    r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
 )
 _CHANGE_MARKER = re.compile(
     r"^(?:(?:oh|ok|okay|hmm|um|so|and|well),?\s+)*(?:actually|on second thought|wait|"
@@ -287,19 +293,28 @@ _WITH_ME = re.compile(r"\bwith me\b")
 def _is_withdrawal(sentence: str) -> bool:
     """Whether ``sentence`` takes back an earlier preference instead of stating a new one.
 
-    Withdrawal cues ("never mind", "forget ...", "scratch ...", "no longer", "stop replying
-    ...", and their Spanish, Portuguese, French and German forms) or a change-of-mind opener
-    followed by a negation ("actually, don't ...").
+    Withdrawal cues ("never mind", "forget ...", "scratch that", "no longer", and their
+    Spanish, Portuguese, French and German forms); or, in a sentence with no standing marker,
+    "drop the ...", "stop replying ..." or a change-of-mind opener followed by a negation
+    ("actually, don't ..."): "Actually, in general: don't rely on colour" and "drop the
+    markdown with me, always" state new standing preferences.
     """
     text = _normalise_text(sentence)
     if _WITHDRAWAL.search(text):
         return True
-    return bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
+    weak = bool(_WITHDRAWAL_OR_NEW.search(text)) or (
+        bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
+    )
+    return weak and not _STANDING.search(text)
+
+
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
 
 
 def _explicit_instruction(claim: str) -> bool:
-    """Whether ``claim`` (normalised) is phrased as an instruction to the assistant."""
-    if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim):
+    """Whether ``claim`` (normalised) is phrased as an instruction to the assistant: an
+    instruction verb or form, or a request with no verb ("metric units for me, please")."""
+    if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True

@@ -128,3 +128,34 @@ def test_unless_i_say_otherwise_states_a_default() -> None:
     text = "Give me temperatures in Celsius unless I say otherwise."
     assert find_supporting_claim(text, text) is not None
     assert _classify(text)[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Drop the markdown with me, always, just write plain sentences.",
+        "From now on, stop using emojis in your answers.",
+        "Metric units and 24-hour times for me please, whatever the topic.",
+    ],
+)
+def test_a_stop_request_with_a_standing_marker_is_a_new_preference(text: str) -> None:
+    """'drop the ...' / 'stop using ...' with 'always' or 'from now on' state a new standing
+    preference; a verbless request with 'please' is an instruction."""
+    assert _classify(text) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You can drop the bullet points at the end now.",
+        "Actually, don't do that.",
+        "Scratch that, never mind the bullet points.",
+        "Stop using bullet points, they were a bad idea.",
+    ],
+)
+def test_a_stop_request_without_a_standing_marker_still_withdraws(text: str) -> None:
+    """Without a standing marker those cues take an earlier preference back: never promoted."""
+    from retold._activation_classifier import _is_withdrawal
+
+    assert _is_withdrawal(text)
+    assert _classify(text)[0] != "promote"
