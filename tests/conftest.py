@@ -72,6 +72,10 @@ def bob() -> Principal:
 
 
 POSTGRES_URL = os.environ.get("RETOLD_TEST_POSTGRES_URL") or None
+if os.environ.get("CI") and POSTGRES_URL is None:
+    # .ci/run starts a cluster for every run: without it the store tests would pass on
+    # SQLite alone and say so in one line nobody reads.
+    raise pytest.UsageError("CI is set but RETOLD_TEST_POSTGRES_URL is not: start .ci/run")
 STORE_KINDS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
 # PostgreSQL-only tests are not collected at all without a cluster: the one summary line
 # below says so, instead of a skip line per test.
