@@ -60,7 +60,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import numpy as np
@@ -528,13 +528,7 @@ def write_vectors(
             "WHERE tenant = ? AND principal = ? AND model_id = ?",
             [sum(added.values()) - removed, scope.tenant, scope.principal, model],
         )
-        count = int(
-            w.query(
-                "SELECT vector_count FROM vector_indexes "
-                "WHERE tenant = ? AND principal = ? AND model_id = ?",
-                [scope.tenant, scope.principal, model],
-            )[0]["vector_count"]
-        )
+        count = _index_counter(w, scope, model, "vector_count")
         trained = int(row[0]["trained_count"]) if row else 0
         if added and count >= 2 * max(trained, DEFAULT_PROBE):
             built = _train(w, scope, model)
@@ -624,6 +618,17 @@ def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any
     return np.argmax(matrix @ index.centroids.T, axis=1)
 
 
+def _index_counter(
+    w: Any, scope: Principal, model: str, column: Literal["vector_count", "generation"]
+) -> int:
+    """One counter of the scope's ``vector_indexes`` row, read inside the write ``w``."""
+    rows = w.query(
+        f"SELECT {column} FROM vector_indexes WHERE tenant = ? AND principal = ? AND model_id = ?",
+        [scope.tenant, scope.principal, model],
+    )
+    return int(rows[0][column])
+
+
 def _train(w: Any, scope: Principal, model: str) -> list[tuple[int | None, int, _Block]]:
     """Rebuild the scope's cells by spherical k-means and reassign every vector (in ``w``).
 
@@ -670,13 +675,7 @@ def _train(w: Any, scope: Principal, model: str) -> list[tuple[int | None, int, 
         "WHERE tenant = ? AND principal = ? AND model_id = ?",
         [n, scope.tenant, scope.principal, model],
     )
-    generation = int(
-        w.query(
-            "SELECT generation FROM vector_indexes "
-            "WHERE tenant = ? AND principal = ? AND model_id = ?",
-            [scope.tenant, scope.principal, model],
-        )[0]["generation"]
-    )
+    generation = _index_counter(w, scope, model, "generation")
     sizes = np.bincount(assign, minlength=k).tolist()
     for cell in range(k):
         w.execute(
