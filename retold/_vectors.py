@@ -823,15 +823,9 @@ def _blocks(
                 blobs = [blob for c in sorted(grouped) for blob in grouped[c][1]]
             else:
                 ids, blobs = grouped.get(cell, ([], []))
-            joined = b"".join(blobs)
-            if len(joined) != len(blobs) * (4 + dims):
+            block = _block(ids, blobs, dims)
+            if block is None:
                 return None
-            raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(blobs), 4 + dims)
-            block = _Block(
-                ids=ids,
-                codes=np.ascontiguousarray(raw[:, 4:]).view(np.int8),
-                scales=raw[:, :4].copy().view(np.float32).ravel(),
-            )
             cache.put((*key, cell), version, block)
             found[cell] = block
     return [found[cell] for cell, _ in wanted]
