@@ -304,11 +304,12 @@ _GENERIC_HOW_TO = re.compile(r"\bhow (?:do|can|should|could|would) (?:i|we)\b", 
 _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
-def _about_the_principal(turn: str, known_words: set[str]) -> bool:
-    """Whether ``turn`` is about the principal's own life (:func:`personal_turn`), where the
-    first person of a how-to question is generic, and a named possessive ("Newton's laws")
-    counts only for a name the principal's records use (``known_words``, case-folded)."""
-    text = _GENERIC_HOW_TO.sub(" ", _QUOTED_SPAN.sub(" ", turn))
+def _about_the_principal(unquoted: str, known_words: set[str]) -> bool:
+    """Whether a turn (quoted text already taken out) is about the principal's own life
+    (:func:`personal_turn`), where the first person of a how-to question is generic, and a
+    named possessive ("Newton's laws") counts only for a name the principal's records use
+    (``known_words``, case-folded)."""
+    text = _GENERIC_HOW_TO.sub(" ", unquoted)
     if personal_turn(_NAMED_POSSESSIVE.sub(" ", text)):
         return True
     return any(m.group(0)[:-2].casefold() in known_words for m in _NAMED_POSSESSIVE.finditer(text))
@@ -433,12 +434,13 @@ class SemanticAdmissionJudge:
         relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
         best = max(relevance.values(), default=0.0)
         words = {w.casefold() for r in usable for w in re.findall(r"[^\W\d_]+", r.text)}
-        personal = _about_the_principal(turn, words)
+        unquoted = _QUOTED_SPAN.sub(" ", turn)
+        personal = _about_the_principal(unquoted, words)
         floor = self.min_relevance if personal else self.min_relevance_impersonal
         # A turn not about the principal reaches their memory only through a definite
         # reference ("What did the removals cost?", "When is the ceremony?"); "Explain what a
         # clutch does" or "How far is Odense from Copenhagen?" asks what anybody would.
-        definite = bool(_DEFINITE.search(_QUOTED_SPAN.sub(" ", turn)))
+        definite = bool(_DEFINITE.search(unquoted))
         helpful: list[Record] = []
         for record in usable:
             rel = relevance[record.id]
