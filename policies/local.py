@@ -74,6 +74,7 @@ __all__ = [
     "hubness",
     "relevance_scores",
     "shared_embedder",
+    "turn_reach",
 ]
 
 # The gap categories, described in the spec's own words (§3.1): a turn is filed under the
@@ -304,15 +305,24 @@ _GENERIC_HOW_TO = re.compile(r"\bhow (?:do|can|should|could|would) (?:i|we)\b", 
 _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
-def _about_the_principal(unquoted: str, known_words: set[str]) -> bool:
-    """Whether a turn (quoted text already taken out) is about the principal's own life
-    (:func:`personal_turn`), where the first person of a how-to question is generic, and a
-    named possessive ("Newton's laws") counts only for a name the principal's records use
-    (``known_words``, case-folded)."""
+def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
+    """(personal, reaches memory) of ``turn`` as the ``local`` judge reads it.
+
+    Personal: about the principal's own life (:func:`personal_turn`), where quoted text is
+    only mentioned, the first person of a how-to question is generic, and a named possessive
+    ("Newton's laws") counts only for a name one of the ``candidates`` texts uses. A turn
+    reaches memory when it is personal or makes a definite reference ("What did the
+    removals cost?"); "How far is Odense from Copenhagen?" asks what anybody would.
+    """
+    unquoted = _QUOTED_SPAN.sub(" ", turn)
     text = _GENERIC_HOW_TO.sub(" ", unquoted)
-    if personal_turn(_NAMED_POSSESSIVE.sub(" ", text)):
-        return True
-    return any(m.group(0)[:-2].casefold() in known_words for m in _NAMED_POSSESSIVE.finditer(text))
+    personal = personal_turn(_NAMED_POSSESSIVE.sub(" ", text))
+    if not personal and _NAMED_POSSESSIVE.search(text):
+        words = {w.casefold() for c in candidates for w in re.findall(r"[^\W\d_]+", c)}
+        personal = any(
+            m.group(0)[:-2].casefold() in words for m in _NAMED_POSSESSIVE.finditer(text)
+        )
+    return personal, personal or bool(_DEFINITE.search(unquoted))
 
 
 def _when(record: Record) -> datetime:
@@ -433,14 +443,8 @@ class SemanticAdmissionJudge:
         )
         relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
         best = max(relevance.values(), default=0.0)
-        words = {w.casefold() for r in usable for w in re.findall(r"[^\W\d_]+", r.text)}
-        unquoted = _QUOTED_SPAN.sub(" ", turn)
-        personal = _about_the_principal(unquoted, words)
+        personal, reach = turn_reach(turn, [r.text for r in usable])
         floor = self.min_relevance if personal else self.min_relevance_impersonal
-        # A turn not about the principal reaches their memory only through a definite
-        # reference ("What did the removals cost?", "When is the ceremony?"); "Explain what a
-        # clutch does" or "How far is Odense from Copenhagen?" asks what anybody would.
-        definite = bool(_DEFINITE.search(unquoted))
         helpful: list[Record] = []
         for record in usable:
             rel = relevance[record.id]
@@ -448,7 +452,7 @@ class SemanticAdmissionJudge:
             said = any(cosine(rec_vecs[record.id], v) >= self.redundant_at for v in known_vecs)
             if (terms and terms <= known_terms) or said:
                 reasons[record.id] = ReasonCode.REDUNDANT
-            elif rel >= floor and rel >= best - self.margin and (personal or definite):
+            elif reach and rel >= floor and rel >= best - self.margin:
                 reasons[record.id] = ReasonCode.HELPFUL
                 helpful.append(record)
             else:

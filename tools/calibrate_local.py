@@ -5,9 +5,10 @@
 Each scenario's history is extracted into a fresh store with the bundle's extractor; every
 live record is then scored for the probe exactly as :class:`SemanticAdmissionJudge` scores
 it (:func:`relevance_scores`: cosine less ``hub_weight`` times the record's hubness against
-:data:`BACKGROUND_REQUESTS`), and the judge's selection rule is applied (the personal or
-impersonal floor, the margin to the best, at most ``max_admitted``; the staleness and
-succession rules that follow the selection are not modelled). A case is scored as the
+:data:`BACKGROUND_REQUESTS`), and the judge's selection rule is applied (nothing for a turn
+that does not reach memory, :func:`turn_reach`; the personal or impersonal floor, the
+margin to the best, at most ``max_admitted``; the staleness and succession rules that
+follow the selection are not modelled). A case is scored as the
 fitness harness scores it: an ordinary probe with anything admitted is an injection; a
 conditional probe is a hit when the admitted records cover every evidence turn, none is
 stale-only and none is unrelated. Every live record is treated as a candidate, so this
@@ -37,12 +38,12 @@ from retold._extraction import extract_session
 from retold._fitness import load_scenarios
 from retold._records import Principal, Record, Role, TranscriptTurn
 from retold._store import SQLiteStore
-from retold.policy.lexical import personal_turn
 from retold.policy.local import (
     BACKGROUND_REQUESTS,
     hubness,
     relevance_scores,
     shared_embedder,
+    turn_reach,
 )
 from retold.policy.reference import get_bundle
 
@@ -60,6 +61,7 @@ class Case:
     persona: str
     label: str
     personal: bool
+    reach: bool
     cosines: list[float]
     hubness: list[float]
     refs: list[Refs]
@@ -83,6 +85,7 @@ async def _cases(directory: Path) -> list[Case]:
         records = [r for r in by_history[key] if r.is_live(sc.probe.time)]
         vecs = await emb.embed([sc.probe.text, *(r.text for r in records)])
         cosines = relevance_scores(vecs[0], vecs[1:], [], hub_weight=0.0)
+        personal, reach = turn_reach(sc.probe.text, [r.text for r in records])
         e = sc.expected
         evidence = frozenset((x.session_id, x.turn) for x in e.evidence or [])
         out.append(
@@ -90,7 +93,8 @@ async def _cases(directory: Path) -> list[Case]:
                 id=sc.id,
                 persona=sc.persona or "",
                 label=sc.label,
-                personal=personal_turn(sc.probe.text),
+                personal=personal,
+                reach=reach,
                 cosines=cosines,
                 hubness=hubness(vecs[1:], background),
                 refs=[frozenset((x.session_id, x.turn_index) for x in r.evidence) for r in records],
@@ -134,7 +138,7 @@ Setting = tuple[float, float, float, float]  # hub_weight, floor, impersonal flo
 def _admitted(case: Case, setting: Setting, max_admitted: int = 3) -> list[int]:
     hub_weight, floor, impersonal, margin = setting
     scores = [c - hub_weight * h for c, h in zip(case.cosines, case.hubness, strict=True)]
-    if not scores:
+    if not scores or not case.reach:
         return []
     best = max(scores)
     need = floor if case.personal else impersonal
