@@ -141,6 +141,14 @@ class RetrievalConfig(BaseModel):
         le=1.0,
         description="Ignore entities found in more than this share of the scope's records.",
     )
+    entity_postings: int = Field(
+        default=1024,
+        ge=1,
+        description="Postings the entity stage reads at most: the query's names are taken "
+        "rarest first while their record lists fit (a common name's records tie at a small "
+        "weight, and reading them is the stage's cost); a name found alone is read up to "
+        "``entity_limit`` records, which is every tie the stage keeps.",
+    )
     fusion: Literal["rrf", "weighted", "rrf_score"] = Field(
         default="rrf",
         description="rrf: sum of weight/(rrf_k + rank); weighted: sum of weight * "
@@ -1014,7 +1022,27 @@ class HybridRetriever:
         }
         if not idf:
             return []
-        keep = sorted(idf)
+        df = {r["entity"]: int(r["df"]) for r in df_rows}
+        # Rarest first while the postings fit; the rarest is always taken.
+        keep: list[str] = []
+        allowance = self.config.entity_postings
+        for entity in sorted(idf, key=lambda e: (df[e], e)):
+            if keep and df[entity] > allowance:
+                break
+            keep.append(entity)
+            allowance -= df[entity]
+        if len(keep) == 1:
+            # One name: its records tie, so the stage keeps the first ``entity_limit`` in
+            # id order (the index's own order), and reads no more than those.
+            limit = self.config.entity_limit
+            weight = idf[keep[0]]
+            rows = self.store.query_tuples(
+                "SELECT record_id FROM retrieval_entities WHERE tenant = ? AND principal = ? "
+                "AND entity = ? ORDER BY record_id LIMIT ?",
+                [scope.tenant, scope.principal, keep[0], limit],
+            )
+            return [(str(rid), weight) for (rid,) in rows]
+        keep.sort()
         marks = ", ".join("?" for _ in keep)
         # Ids only, from the entity table's own key (no join, no sort: one posting list per
         # name, in key order, as one string), so the cost is the postings of the query's

@@ -107,6 +107,9 @@ _INLINE_PROGRESS_STEPS = 500
 
 #: Idle read connections a file-backed store keeps for reuse.
 _MAX_IDLE_READERS = 8
+#: SQLiteStore's default ``mmap_bytes``: 1 GiB of address space per connection (SQLite
+#: clamps it to its build's limit; the mapped pages themselves are the shared file cache).
+DEFAULT_MMAP_BYTES = 1 << 30
 
 
 class Deadline:
@@ -1146,6 +1149,13 @@ class SQLiteStore(_SharedStoreOps):
             :class:`Deadline` (the turn path) every lock wait is clamped to the time left.
         on_write_step: test seam called with a step name at each point inside a write;
             raising from it aborts the write (which must then leave no trace).
+        mmap_bytes: how much of the file each connection reads through a memory map
+            (SQLite's ``mmap_size``; 0 reads every page with a system call). Retrieval reads
+            records and index pages scattered over the file, so mapping them spares a copy
+            per page (a third of the lexical stage at 100k records); the pages are the
+            operating system's file cache, shared by every connection and process. An I/O
+            error on a mapped page is a ``SIGBUS`` instead of an error: pass 0 on storage
+            that can fail under a running process (network file systems).
 
     Reads of a file-backed store run on a small pool of read-only connections, so under
     WAL they never wait for a writer (of this process or another) and never queue behind
@@ -1164,8 +1174,12 @@ class SQLiteStore(_SharedStoreOps):
         redaction_key: bytes | None = None,
         busy_timeout_ms: int = 30_000,
         on_write_step: Callable[[str], None] | None = None,
+        mmap_bytes: int = DEFAULT_MMAP_BYTES,
     ) -> None:
+        if mmap_bytes < 0:
+            raise UsageError(f"mmap_bytes must be >= 0, not {mmap_bytes}")
         self.path = str(path)
+        self._mmap = int(mmap_bytes)
         self._clock: Clock = clock or _utcnow
         self._new_id = id_factory or _new_id
         self._on_write_step = on_write_step
@@ -1195,6 +1209,7 @@ class SQLiteStore(_SharedStoreOps):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA mmap_size = {self._mmap}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self.db = Database(conn)
@@ -1486,6 +1501,7 @@ class SQLiteStore(_SharedStoreOps):
                 check_same_thread=False,
             )
             conn.execute("PRAGMA query_only = ON")
+            conn.execute(f"PRAGMA mmap_size = {self._mmap}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open a read connection to {self.path!r}: {exc}") from exc
         return conn

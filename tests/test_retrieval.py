@@ -359,6 +359,33 @@ async def test_common_words_leave_the_lexical_match_when_a_rarer_word_remains(
     assert got.candidates[0].record.id == rare and len(got.candidates) == 7
 
 
+async def test_entity_stage_reads_the_rarest_names_while_their_postings_fit(
+    store: SQLiteStore, alice: Principal, bob: Principal
+) -> None:
+    """Names are taken rarest first while their record lists fit in entity_postings; a
+    name read alone keeps its first entity_limit records in id order (they all tie)."""
+    both = add(store, alice, "Ngozi and Tobiah went to Lagos")
+    rare = add(store, alice, "Ngozi called")
+    common = [add(store, alice, f"Tobiah note {i}") for i in range(5)]
+    for i in range(4):
+        add(store, alice, f"filler line {i}")
+        add(store, bob, f"Ngozi in another scope {i}")
+    cfg = LEXICAL.model_copy(
+        update={"lexical": False, "entity_postings": 3, "entity_max_share": 1.0}
+    )
+    got = await HybridRetriever(store, config=cfg).search(alice, "ngozi tobiah", limit=20)
+    # Tobiah's six records do not fit after Ngozi's two: only Ngozi's are read.
+    assert {c.record.id for c in got.candidates} == {both, rare}
+    wide = cfg.model_copy(update={"entity_postings": 100})
+    got = await HybridRetriever(store, config=wide).search(alice, "ngozi tobiah", limit=20)
+    ids = [c.record.id for c in got.candidates]
+    assert ids[0] == both and set(ids) == {both, rare, *common}
+    # One name alone: the first entity_limit of its records in id order, scope kept.
+    alone = cfg.model_copy(update={"entity_limit": 4})
+    got = await HybridRetriever(store, config=alone).search(alice, "tobiah", limit=20)
+    assert [c.record.id for c in got.candidates] == sorted([both, *common])[:4]
+
+
 async def test_speaker_only_matches_rank_below_topic_matches(
     store: SQLiteStore, alice: Principal
 ) -> None:
