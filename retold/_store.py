@@ -107,8 +107,8 @@ _INLINE_PROGRESS_STEPS = 500
 
 #: Idle read connections a file-backed store keeps for reuse.
 _MAX_IDLE_READERS = 8
-#: SQLiteStore's default ``mmap_bytes``: 1 GiB of address space per connection (SQLite
-#: clamps it to its build's limit; the mapped pages themselves are the shared file cache).
+#: SQLiteStore's default ``mmap_bytes``: 1 GiB of address space per pooled read connection
+#: (SQLite clamps it to its build's limit; the mapped pages are the shared file cache).
 DEFAULT_MMAP_BYTES = 1 << 30
 
 
@@ -1149,13 +1149,17 @@ class SQLiteStore(_SharedStoreOps):
             :class:`Deadline` (the turn path) every lock wait is clamped to the time left.
         on_write_step: test seam called with a step name at each point inside a write;
             raising from it aborts the write (which must then leave no trace).
-        mmap_bytes: how much of the file each connection reads through a memory map
-            (SQLite's ``mmap_size``; 0 reads every page with a system call). Retrieval reads
-            records and index pages scattered over the file, so mapping them spares a copy
-            per page (a third of the lexical stage at 100k records); the pages are the
-            operating system's file cache, shared by every connection and process. An I/O
-            error on a mapped page is a ``SIGBUS`` instead of an error: pass 0 on storage
-            that can fail under a running process (network file systems).
+        mmap_bytes: how much of the file the pooled read connections (the worker threads'
+            reads: retrieval, listings) read through a memory map (SQLite's ``mmap_size``;
+            0 reads every page with a system call). Retrieval reads records and index
+            pages scattered over the file, so mapping them spares a copy per page (about a
+            tenth of a search at 100k records); the pages are the operating system's file
+            cache, shared by every connection and process. The event loop's own reads
+            (:meth:`query_inline`) and the write connection do not map: a map is redone
+            as writes grow the file, and that stalls the other threads of the process for
+            a moment, which the turn path's short reads would feel. An I/O error on a mapped
+            page is a ``SIGBUS`` instead of an error: pass 0 on storage that can fail
+            under a running process (network file systems).
 
     Reads of a file-backed store run on a small pool of read-only connections, so under
     WAL they never wait for a writer (of this process or another) and never queue behind
@@ -1209,7 +1213,6 @@ class SQLiteStore(_SharedStoreOps):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute(f"PRAGMA mmap_size = {self._mmap}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path!r}: {exc}") from exc
         self.db = Database(conn)
@@ -1501,7 +1504,8 @@ class SQLiteStore(_SharedStoreOps):
                 check_same_thread=False,
             )
             conn.execute("PRAGMA query_only = ON")
-            conn.execute(f"PRAGMA mmap_size = {self._mmap}")
+            if not inline:
+                conn.execute(f"PRAGMA mmap_size = {self._mmap}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open a read connection to {self.path!r}: {exc}") from exc
         return conn
