@@ -29,6 +29,8 @@ from retold._records import EpistemicState, ProfileBlock, Record
 from retold._redaction import strip_secrets
 
 __all__ = [
+    "NAMED_POSSESSIVE",
+    "QUOTED_SPAN",
     "LexicalAdmissionJudge",
     "LexicalGapPlanner",
     "content_terms",
@@ -170,7 +172,7 @@ _SELF_WORDS = ("i", "i'm", "my", "me", "we", "our")
 _NAMED = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][A-Za-z]+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|ours|us)\b", re.I)
 # A named person's or thing's possessive after the first word ("When is Carla's birthday?").
-_NAMED_POSSESSIVE = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+'s\b")
+NAMED_POSSESSIVE = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+'s\b")
 # Turns about the assistant itself or pure small talk never need the user's memory.
 _SMALL_TALK = re.compile(
     r"^\s*(thanks|thank you|good (?:morning|night|evening)|hi|hello|hey|ok that's all|bye)\b",
@@ -247,7 +249,7 @@ _REQUEST_OBJECT = re.compile(
 
 # A quoted stretch of at least two words is mentioned, not said: "my" in "Is it 'affect' or
 # 'effect' in 'the weather will affect my mood'?" is nobody's.
-_QUOTED_SPAN = re.compile(
+QUOTED_SPAN = re.compile(
     r"(?<!\w)'[^'\n]*\s[^'\n]*'(?!\w)|\"[^\"\n]*\s[^\"\n]*\"|\u201c[^\u201d\n]*\u201d|"
     r"\u2018[^\u2019\n]*\s[^\u2019\n]*\u2019"
 )
@@ -258,12 +260,12 @@ def personal_turn(turn: str) -> bool:
     possessive (in the languages the rules read), "me"/"us" other than as the object of a
     request verb ("okay for me", not "tell me"), a named person's possessive, or a recall
     phrase ("again", "remind me", "what's my ..."). Quoted text does not count."""
-    turn = _QUOTED_SPAN.sub(" ", turn)
+    turn = QUOTED_SPAN.sub(" ", turn)
     return bool(
         _OWN.search(turn)
         or _OBJECT_PRONOUN.search(_REQUEST_OBJECT.sub(" ", turn))
         or _FOREIGN_FIRST_PERSON.search(turn)
-        or _NAMED_POSSESSIVE.search(turn)
+        or NAMED_POSSESSIVE.search(turn)
         or _RECALL_CUES.search(turn)
         or _FOREIGN_RECALL_CUES.search(turn)
     )
@@ -273,7 +275,7 @@ def _personal(turn: str) -> bool:
     return bool(
         _FIRST_PERSON.search(turn)
         or _FOREIGN_FIRST_PERSON.search(turn)
-        or _NAMED_POSSESSIVE.search(turn)
+        or NAMED_POSSESSIVE.search(turn)
     )
 
 

@@ -62,7 +62,7 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._typing import Embedder
 
-from .lexical import _NAMED_POSSESSIVE, _QUOTED_SPAN, content_terms, personal_turn
+from .lexical import NAMED_POSSESSIVE, QUOTED_SPAN, content_terms, personal_turn
 
 __all__ = [
     "BACKGROUND_REQUESTS",
@@ -314,14 +314,12 @@ def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
     reaches memory when it is personal or makes a definite reference ("What did the
     removals cost?"); "How far is Odense from Copenhagen?" asks what anybody would.
     """
-    unquoted = _QUOTED_SPAN.sub(" ", turn)
+    unquoted = QUOTED_SPAN.sub(" ", turn)
     text = _GENERIC_HOW_TO.sub(" ", unquoted)
-    personal = personal_turn(_NAMED_POSSESSIVE.sub(" ", text))
-    if not personal and _NAMED_POSSESSIVE.search(text):
+    personal = personal_turn(NAMED_POSSESSIVE.sub(" ", text))
+    if not personal and NAMED_POSSESSIVE.search(text):
         words = {w.casefold() for c in candidates for w in re.findall(r"[^\W\d_]+", c)}
-        personal = any(
-            m.group(0)[:-2].casefold() in words for m in _NAMED_POSSESSIVE.finditer(text)
-        )
+        personal = any(m.group(0)[:-2].casefold() in words for m in NAMED_POSSESSIVE.finditer(text))
     return personal, personal or bool(_DEFINITE.search(unquoted))
 
 

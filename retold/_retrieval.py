@@ -15,7 +15,8 @@ Cost at scale (``retold bench retrieval``): each stage's work is bounded by the 
 by the scope's size. The lexical stage leaves words found in more than
 ``lexical_common_postings`` records out of the match (BM25 scores every match of a word;
 a common word's weight is small and its matches are the cost); the entity stage reads its
-own index by key; the dense stage reads the nearest index cells only (``retold._vectors``);
+own index by key, rarest names first while their postings fit in ``entity_postings``; the
+dense stage reads the nearest index cells only (``retold._vectors``);
 scope and lifecycle are applied by SQL in the lexical stage and, for the dense and entity
 ids, once in the row read after fusion; session neighbours are read as bounded windows.
 Ranking works on plain rows; ``Record`` models are built only for the returned top ``limit``.
