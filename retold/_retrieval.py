@@ -1016,14 +1016,14 @@ class HybridRetriever:
         # say who talks, not what about, so the speaker stage (boost) handles them instead.
         total, speakers = stats
         cap = max(1.0, self.config.entity_max_share * max(1, total))
-        idf = {
-            r["entity"]: math.log(1 + total / r["df"])
+        df = {
+            r["entity"]: int(r["df"])
             for r in df_rows
             if r["df"] <= cap and r["entity"] not in speakers
         }
-        if not idf:
+        if not df:
             return []
-        df = {r["entity"]: int(r["df"]) for r in df_rows}
+        idf = {entity: math.log(1 + total / n) for entity, n in df.items()}
         # Rarest first while the postings fit; the rarest is always taken.
         keep: list[str] = []
         allowance = self.config.entity_postings
