@@ -1384,7 +1384,7 @@ class HybridRetriever:
             hit.score = -neg
             picked.append(hit)
             if session is not None:
-                taken[session] = now_taken + 1
+                taken[session] = taken.get(session, 0) + 1
         return picked
 
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:

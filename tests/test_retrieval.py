@@ -12,7 +12,13 @@ from pydantic import ValidationError
 
 from retold import Principal, RecordDraft, RecordKind, SQLiteStore, token_counter
 from retold._packing import pack, parse_reader
-from retold._retrieval import HybridRetriever, RetrievalConfig, extract_entities, query_terms
+from retold._retrieval import (
+    HybridRetriever,
+    RetrievalConfig,
+    _Hit,
+    extract_entities,
+    query_terms,
+)
 from retold._typing import Retriever
 
 pytestmark = pytest.mark.anyio
@@ -594,3 +600,17 @@ async def test_session_diversity_spreads_the_cap_over_sessions(
     late = spread.model_copy(update={"session_diversity_after": 3})
     got = await HybridRetriever(store, config=late).retrieve(alice, "marathon training", limit=3)
     assert [c.record.id for c in got] == [c.record.id for c in plain]
+
+
+def test_session_diversity_counts_the_picks_made_by_score_alone(store: SQLiteStore) -> None:
+    """The first session_diversity_after picks go by score alone but still count as picks of
+    their session: after two from one session, its next hit is discounted twice."""
+    cfg = RetrievalConfig(session_diversity=0.5, session_diversity_after=2)
+
+    def hit(rid: str, session: str, score: float) -> _Hit:
+        return _Hit(row={"id": rid, "session_id": session}, score=score)
+
+    ranked = [hit("a1", "a", 1.0), hit("a2", "a", 0.99), hit("a3", "a", 0.98), hit("b1", "b", 0.3)]
+    got = HybridRetriever(store, config=cfg)._select(ranked, 3)
+    # a3 would be 0.98 * 0.5**2 = 0.245 < 0.3: the other session's hit is picked.
+    assert [(h.id, h.score) for h in got] == [("a1", 1.0), ("a2", 0.99), ("b1", 0.3)]
