@@ -15,7 +15,9 @@ check for unembedded records, every stage, fusion, boosts, dedup, session-neighb
 expansion and building the returned records; it **ends** when those candidates are packed
 into the ``--budget`` context (the orchestrator hands candidates to admission unpacked; the
 packing step is kept so ``--candidates 300`` times ``bench evidence --path pack``'s work).
-The configuration is the default :class:`RetrievalConfig` (dense on unless ``--no-dense``).
+The configuration is the default :class:`RetrievalConfig` (dense on unless ``--no-dense``),
+over a store opened with its defaults (on SQLite, the searches' pooled read connections
+memory-map the file: ``SQLiteStore(mmap_bytes=...)``).
 
 The vectors are written by the benchmark's own process, as a server that embeds on its
 search path writes them, so its IVF cell cache (``retold._vectors``) holds the cells those
