@@ -67,13 +67,14 @@ class RetrievalSQL:
         self, store: Any, scope: Principal, rowid: int, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """``rowid, id, text, lifecycle`` of ``scope``'s records after ``rowid``, in order."""
-        # Unary + keeps the scope columns off the index: a rowid range scan from the mark
-        # reads only the new rows instead of the principal's whole history.
+        # The scope's rowid index seeks to the first row after the mark: neither the
+        # principal's older history nor other principals' newer rows are read.
         sql = (
-            "SELECT rowid, id, text, lifecycle FROM records "
-            "WHERE rowid > ? AND +tenant = ? AND +principal = ? ORDER BY rowid"
+            "SELECT rowid, id, text, lifecycle FROM records"
+            + self.index_hint("records_scope_rowid")
+            + " WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid"
         )
-        params: list[Any] = [rowid, scope.tenant, scope.principal]
+        params: list[Any] = [scope.tenant, scope.principal, rowid]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -125,12 +126,20 @@ class RetrievalSQL:
                 [match, *params, limit],
             )
         else:
+            # The walk starts at the scope's newest row and ends at its oldest (two seeks on
+            # the scope's rowid index): other principals' rows outside that range are
+            # never read, though they match. The result is the same without the bounds.
+            span = (
+                "(SELECT {}(rowid) FROM records INDEXED BY records_scope_rowid "
+                "WHERE tenant = ? AND principal = ?)"
+            )
             rows = store.query_tuples(
                 "SELECT id, score FROM (SELECT r.id AS id, -bm25(records_fts) AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ? AND {where} ORDER BY records_fts.rowid DESC "
+                f"WHERE records_fts MATCH ? AND records_fts.rowid BETWEEN {span.format('min')} "
+                f"AND {span.format('max')} AND {where} ORDER BY records_fts.rowid DESC "
                 "LIMIT ?) ORDER BY score DESC, id LIMIT ?",
-                [match, *params, newest, limit],
+                [match, *([scope.tenant, scope.principal] * 2), *params, newest, limit],
             )
         return [(str(rid), float(score)) for rid, score in rows]
 

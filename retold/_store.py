@@ -301,6 +301,13 @@ _CORE_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # A scope's rows after a watermark (what entity indexing and embedding have not yet
+    # seen) in rowid order: the index's entries are (tenant, principal, rowid), so the read
+    # seeks to the scope's first new row instead of walking every other principal's newer
+    # rows (7 ms per check at 20k foreign rows, on every search of a quiet principal).
+    """
+    CREATE INDEX IF NOT EXISTS records_scope_rowid ON records (tenant, principal);
+    """,
 )
 
 _RECORD_COLUMNS = (

@@ -19,6 +19,7 @@ from retold._retrieval import (
     extract_entities,
     query_terms,
 )
+from retold._retrieval_sql import retrieval_sql
 from retold._typing import Retriever
 
 pytestmark = pytest.mark.anyio
@@ -348,12 +349,20 @@ async def test_dense_vectors_are_embedded_once_per_record(
 
 
 async def test_common_words_leave_the_lexical_match_when_a_rarer_word_remains(
-    store: SQLiteStore, alice: Principal
+    store: SQLiteStore, alice: Principal, bob: Principal
 ) -> None:
     """A word found in more than lexical_common_postings records is dropped from the match
-    when a rarer word remains, and bounds the match to the newest matches when none does."""
+    when a rarer word remains, and bounds the match to the newest matches when none does
+    (the newest in scope: another principal's matches, older, newer or in between, are
+    neither scored nor counted)."""
+    add(store, bob, "bob's weekend before")
     rare = add(store, alice, "the weekend pottery fair")
-    common = [add(store, alice, f"weekend note {i}") for i in range(6)]
+    common = []
+    for i in range(6):
+        common.append(add(store, alice, f"weekend note {i}"))
+        add(store, bob, f"bob's weekend {i}")
+    for i in range(5):
+        add(store, bob, f"bob's later weekend {i}")
     cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
     got = await HybridRetriever(store, config=cfg).search(alice, "pottery weekend")
     assert [c.record.id for c in got.candidates] == [rare]
@@ -614,3 +623,28 @@ def test_session_diversity_counts_the_picks_made_by_score_alone(store: SQLiteSto
     got = HybridRetriever(store, config=cfg)._select(ranked, 3)
     # a3 would be 0.98 * 0.5**2 = 0.245 < 0.3: the other session's hit is picked.
     assert [(h.id, h.score) for h in got] == [("a1", 1.0), ("a2", 0.99), ("b1", 0.3)]
+
+
+def test_rows_after_a_watermark_seek_to_the_scope_past_other_principals(
+    store: SQLiteStore, alice: Principal, bob: Principal
+) -> None:
+    """The watermark read (entity indexing, embedding) returns the scope's newer rows only,
+    in rowid order, through the scope's rowid index: it does not walk the rows other
+    principals wrote after the mark."""
+    first = add(store, alice, "Alice booked the flight")
+    for i in range(5):
+        add(store, bob, f"Bob note {i}")
+    later = [add(store, alice, f"Alice note {i}") for i in range(3)]
+    dialect = retrieval_sql(store)
+    rows = dialect.records_after(store, alice, 0)
+    assert [r["id"] for r in rows] == [first, *later]
+    mark = rows[0]["rowid"]
+    assert [r["id"] for r in dialect.records_after(store, alice, mark, 2)] == later[:2]
+    assert dialect.records_after(store, alice, rows[-1]["rowid"]) == []
+    plan = store.query(
+        "EXPLAIN QUERY PLAN SELECT rowid, id, text, lifecycle FROM records "
+        "INDEXED BY records_scope_rowid "
+        "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
+        [alice.tenant, alice.principal, mark],
+    )
+    assert "USING INDEX records_scope_rowid (tenant=? AND principal=? AND rowid>?)" in str(plan)

@@ -222,7 +222,7 @@ def test_schema_is_versioned_and_reopens(
     key_id = a.redactor.secret_id("x", "y")
     a.close()
     b = make_store(kind, tmp_path, schema)
-    assert b.schema_version("core") == (1 if kind == "sqlite" else 4)
+    assert b.schema_version("core") == (2 if kind == "sqlite" else 4)
     assert b.redactor.secret_id("x", "y") == key_id
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
