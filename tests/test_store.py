@@ -28,6 +28,7 @@ from retold import (
     UsageError,
     WriteOrigin,
 )
+from retold._retrieval_sql import retrieval_sql
 
 from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
 
@@ -418,3 +419,23 @@ def test_a_rows_record_is_shared_and_long_texts_are_not_kept(tmp_path: Path) -> 
     assert _row_to_record(rows[short.id]) == short
     assert _row_to_record(rows[long.id]) is not _row_to_record(rows[long.id])
     assert _row_to_record(rows[long.id]) == long
+
+
+def test_a_version_1_file_gains_the_scope_rowid_index_on_open(tmp_path: Path) -> None:
+    """Files written before the scope's rowid index existed get it when next opened; their
+    records are kept and the watermark read works on them."""
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    scope = Principal(tenant="t", principal="p")
+    kept = store.add(scope, RecordDraft(text="written by an older version"))
+    with store.write() as w:
+        w.execute("DROP INDEX records_scope_rowid")
+        w.execute("UPDATE retold_schema SET version = 1 WHERE component = 'core'")
+    store.close()
+    reopened = SQLiteStore(path)
+    assert reopened.schema_version("core") == 2
+    names = {r["name"] for r in reopened.query("SELECT name FROM sqlite_master")}
+    assert "records_scope_rowid" in names
+    rows = retrieval_sql(reopened).records_after(reopened, scope, 0)
+    assert [r["id"] for r in rows] == [kept.id]
+    reopened.close()
