@@ -238,6 +238,25 @@ async def test_rate_limit_answers_429_with_retry_after(env: Env) -> None:
         await client.models.list()
 
 
+async def test_an_empty_upstream_answer_is_a_502_that_says_so(env: Env) -> None:
+    """An upstream 200 with no text leaves no draft to serve: 502, saying why, recorded."""
+    env.upstream.chat_completions.push(openai_chat(""), openai_chat("  \n"))
+    async with env.raw() as raw:
+        for _ in range(2):
+            response = await raw.post(
+                "/v1/chat/completions",
+                headers={"Authorization": f"Bearer {env.alice}"},
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert response.status_code == 502
+            error = response.json()["error"]
+            assert error["code"] == "upstream_error"
+            assert error["message"] == "The upstream model returned no text."
+            row = AuditLog(env.store).decision_rows(principal="alice")[-1]
+            assert response.headers[DECISION_HEADER] == row["id"]
+            assert row["failure_stage"] == "draft" and row["failure_reason"] == "malformed"
+
+
 async def test_upstream_5xx_becomes_502_without_secrets(env: Env) -> None:
     """An upstream that keeps failing gives the client 502 with OpenAI's error JSON and no key."""
     env.upstream.chat_completions.push(

@@ -552,6 +552,9 @@ def _classify(exc: RetoldError, session_id: str) -> _Upstream:
     )
     if timed_out:
         return _Upstream(504, "The upstream model timed out.", "upstream_timeout")
+    if isinstance(cause, PolicyError) and cause.reason == "malformed":
+        # A 200 whose draft has no text (an empty completion): there is no answer to serve.
+        return _Upstream(502, "The upstream model returned no text.", "upstream_error")
     detail = f" (HTTP {status})" if status else ""
     return _Upstream(502, f"The upstream model failed{detail}.", "upstream_error")
 
