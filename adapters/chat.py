@@ -25,7 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 import anyio
 import structlog
@@ -185,9 +186,30 @@ class MemoryChat:
         require_fitness: see :class:`~retold.UtilityAwareOrchestrator` (the fitness harness
             alone turns it off).
 
+    Use it as an async context manager (``async with MemoryChat(...) as chat:``) in a
+    long-running host: its orchestrator then runs each turn's gap planning and retrieval in
+    a task group of its own, so a turn that needs no memory returns the moment its draft
+    does (see :class:`~retold.UtilityAwareOrchestrator`). Turns outside the block work the
+    same, one scheduling round later.
+
     Raises:
         UsageError: an invalid mode combination, or a mode missing what it needs.
     """
+
+    async def __aenter__(self) -> Self:
+        if self.orchestrator is not None:
+            await self.orchestrator.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self.orchestrator is None:
+            return None
+        return await self.orchestrator.__aexit__(exc_type, exc, tb)
 
     def __init__(
         self,

@@ -33,7 +33,9 @@ the hybrid retriever). ``--contention`` starts a second *process* that holds wri
 transactions on the same file for random 50-500 ms periods (with 5-50 ms gaps) for the
 whole run. Each turn is its own session (a conversation's next turn comes after its user
 read the answer), so the write-before-the-next-turn barrier is not timed here.
-``decision_rows_missing`` checks that every turn wrote exactly one decision row.
+``decision_rows_missing`` checks that every turn wrote exactly one decision row. Turns run
+through an entered orchestrator (``async with orchestrator:``), as ``MemoryChat`` and the
+gateway run them: each turn's conditional path is a task of the orchestrator's own group.
 
 Garbage collection stays on, as in a host. Each measurement starts with a full collection
 (``gc.collect()``) and then moves every object alive at that point out of the collector's
@@ -394,12 +396,13 @@ class _Bench:
         out: list[float] = []
         self.retriever.elapsed.clear()
         self.pauses.settle()
-        for _ in range(turns):
-            spans.spans.clear()
-            wall = await self.turn(
-                orch, draft=_Timed("draft", spans=spans), final=_Timed("final", spans=spans)
-            )
-            out.append(max(0.0, wall - spans.busy()))
+        async with orch:
+            for _ in range(turns):
+                spans.spans.clear()
+                wall = await self.turn(
+                    orch, draft=_Timed("draft", spans=spans), final=_Timed("final", spans=spans)
+                )
+                out.append(max(0.0, wall - spans.busy()))
         self.pauses.stop()
         self.retriever.spans = None
         return out, list(self.retriever.elapsed)
@@ -415,7 +418,8 @@ class _Bench:
             wall = await self.turn(orch, draft=draft, final=_Timed("final"))
             added.append(max(0.0, wall - draft.elapsed))
 
-        await _gather(turns, concurrency, job, self.pauses)
+        async with orch:
+            await _gather(turns, concurrency, job, self.pauses)
         return added
 
     def _faulty(self, fault: str, behaviours: list[Behaviour]) -> tuple[Any, Any, dict[str, Any]]:
@@ -488,7 +492,8 @@ class _Bench:
 
         async def job(i: int) -> None:
             fault, orch, draft, final, budget = plans[i]
-            wall = await self.turn(orch, draft=draft, final=final, budget=budget)
+            async with orch:
+                wall = await self.turn(orch, draft=draft, final=final, budget=budget)
             late = max(0.0, wall - draft.elapsed - budget / 1000) * 1000
             overrun.append(late)
             by_fault[fault] = max(by_fault.get(fault, 0.0), late)
@@ -509,7 +514,8 @@ class _Bench:
         async def job(i: int) -> None:
             await self.turn(orch, draft=_Timed("draft"), final=_Timed("final"))
 
-        return await _gather(turns, concurrency, job, self.pauses)
+        async with orch:
+            return await _gather(turns, concurrency, job, self.pauses)
 
 
 def _populate(

@@ -27,12 +27,15 @@ from collections.abc import Callable, Generator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Literal, cast
+from types import TracebackType
+from typing import Any, Literal, Self, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import structlog
+from anyio import get_cancelled_exc_class
+from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import _serving_gate
@@ -719,6 +722,9 @@ class _Turn:
     # The budget as a store deadline: SQL and lock waits of the conditional path stop when
     # it passes. Its instant is set when the draft completes.
     budget_deadline: Deadline = field(default_factory=lambda: Deadline(kind="budget"))
+    # What the conditional path raised when it ran in the orchestrator's own task group
+    # (a bug: it records every failure on the turn); the turn raises it.
+    crashed: BaseException | None = None
 
     def fail(self, stage: Stage, reason: FailureReason, detail: str = "") -> None:
         if self.failure is None:
@@ -778,6 +784,14 @@ class UtilityAwareOrchestrator:
     path would have had. The turn-decision row is handed to the store's
     :class:`~retold.DecisionWriter` and written off the turn's critical path (see
     :mod:`retold._audit`); :meth:`flush` makes it durable.
+
+    Entered as an async context manager (``async with orchestrator:``), the orchestrator
+    runs each turn's gap planning and retrieval in a task group of its own, alive until the
+    block ends (which waits for them; each is bounded by its turn and cancelled with it).
+    A turn whose planner finished before its draft then returns without yielding to the
+    event loop: outside the block, each turn opens a task group, and leaving it takes one
+    scheduling round even when nothing is left to wait for (at concurrency, a round queues
+    behind every other turn's ready work). Decisions are the same either way.
 
     Host contract for policies, which the orchestrator cannot enforce by preemption:
 
@@ -886,6 +900,31 @@ class UtilityAwareOrchestrator:
         self._snapshot = cfg.snapshot()
         self._gap_id = _identity(self.gap_policy)
         self._admission_id = _identity(self.admission_policy)
+        self._group: TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        if self._group is not None:
+            raise UsageError("this orchestrator is already entered")
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        group, self._group = self._group, None
+        assert group is not None
+        # Waits for the conditional paths still running: each ends with its turn.
+        try:
+            return await group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as raised:
+            if exc is not None and all(e is exc for e in raised.exceptions):
+                return None  # the block's own exception goes on as it was, not wrapped
+            raise
 
     async def prepare_turn(
         self,
@@ -962,42 +1001,77 @@ class UtilityAwareOrchestrator:
         budget_scope = anyio.CancelScope()
         draft_error: BaseException | None = None
 
+        # Cancelled when the draft fails or the turn ends early: it stops the conditional
+        # path, wherever that runs.
+        conditional = anyio.CancelScope()
+
+        async def draft_task() -> None:
+            nonlocal draft_error
+            t.draft_start = self._clock()
+            try:
+                t.draft = self._text(await _invoke(generate_draft, request), ())
+            except BaseException as exc:
+                if _cancelled_by_caller(exc):
+                    raise
+                draft_error = (
+                    PolicyError(Stage.DRAFT.value, exc.reason.value, exc.detail)
+                    if isinstance(exc, _Fail)
+                    else exc
+                )
+                t.elapsed[Stage.DRAFT] = self._clock() - t.draft_start
+                conditional.cancel()
+                return
+            t.draft_done = self._clock()
+            t.elapsed[Stage.DRAFT] = t.draft_done - t.draft_start
+            if budget is not None and budget > 0:
+                # §3.3: the budget is a deadline measured from the draft's completion.
+                t.budget_deadline.tighten(time.monotonic() + budget / 1000)
+                budget_scope.deadline = min(
+                    budget_scope.deadline, anyio.current_time() + budget / 1000
+                )
+
+        async def conditional_task(done: anyio.Event | None = None) -> None:
+            assert retriever is not None
+            try:
+                with conditional:
+                    await self._plan_and_retrieve(t, budget_scope, retriever, inventory)
+            except get_cancelled_exc_class():
+                # Not this turn's own scope (that one stops here quietly): the caller's
+                # cancellation, or, in the orchestrator's group, the group's.
+                if done is not None:
+                    t.fail(t.stage, FailureReason.UNAVAILABLE, "the orchestrator was cancelled")
+                raise
+            except BaseException as exc:
+                if done is None:
+                    raise
+                t.crashed = exc  # raised by the turn, not into the orchestrator's group
+            finally:
+                if done is not None:
+                    done.set()
+
         t.start = self._clock()
         try:
-            async with anyio.create_task_group() as tg:
-
-                async def draft_task() -> None:
-                    nonlocal draft_error
-                    t.draft_start = self._clock()
-                    try:
-                        t.draft = self._text(await _invoke(generate_draft, request), ())
-                    except BaseException as exc:
-                        if _cancelled_by_caller(exc):
-                            raise
-                        draft_error = (
-                            PolicyError(Stage.DRAFT.value, exc.reason.value, exc.detail)
-                            if isinstance(exc, _Fail)
-                            else exc
-                        )
-                        t.elapsed[Stage.DRAFT] = self._clock() - t.draft_start
-                        tg.cancel_scope.cancel()
-                        return
-                    t.draft_done = self._clock()
-                    t.elapsed[Stage.DRAFT] = t.draft_done - t.draft_start
-                    if budget is not None and budget > 0:
-                        # §3.3: the budget is a deadline measured from the draft's completion.
-                        t.budget_deadline.tighten(time.monotonic() + budget / 1000)
-                        budget_scope.deadline = min(
-                            budget_scope.deadline, anyio.current_time() + budget / 1000
-                        )
-
-                if run_conditional:
-                    assert retriever is not None
-                    tg.start_soon(self._plan_and_retrieve, t, budget_scope, retriever, inventory)
-                # The draft runs in this task, not a child: it starts without waiting for
-                # the event loop to schedule a task, and the turn carries on the moment it
-                # returns (at concurrency, each scheduling round waits behind other turns).
+            # The draft runs in this task, not a child: it starts without waiting for the
+            # event loop to schedule a task, and the turn carries on the moment it returns
+            # (at concurrency, each scheduling round waits behind other turns).
+            if not run_conditional:
                 await draft_task()
+            elif self._group is not None:
+                done = anyio.Event()
+                self._group.start_soon(conditional_task, done)
+                try:
+                    await draft_task()
+                    if not done.is_set():
+                        await done.wait()
+                finally:
+                    if not done.is_set():
+                        conditional.cancel()  # the draft failed, or the turn was cancelled
+                if t.crashed is not None:
+                    raise t.crashed
+            else:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(conditional_task)
+                    await draft_task()
         finally:
             # Whatever the conditional path left running on worker threads stops its SQL now.
             t.budget_deadline.expire()

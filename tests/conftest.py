@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -144,3 +145,22 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock)
         s = make_store(kind, tmp_path, schema, clock=clock, id_factory=counter_ids())
         yield s
         s.close()
+
+
+@pytest.fixture(params=["per_turn", "entered"])
+def task_modes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test twice: each turn in a task group of its own, and each turn through an
+    entered orchestrator (every call enters it, unless a call already in flight did)."""
+    if request.param == "entered":
+        from retold import UtilityAwareOrchestrator
+
+        original = UtilityAwareOrchestrator.prepare_turn
+
+        async def prepare_turn(self: UtilityAwareOrchestrator, *args: Any, **kwargs: Any) -> Any:
+            if self._group is not None:
+                return await original(self, *args, **kwargs)
+            async with self:
+                return await original(self, *args, **kwargs)
+
+        monkeypatch.setattr(UtilityAwareOrchestrator, "prepare_turn", prepare_turn)
+    return str(request.param)

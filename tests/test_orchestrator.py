@@ -43,7 +43,7 @@ from retold.testing import (
     StoreRetriever,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("task_modes")]
 
 TURN = "Which editor setup should I use for the billing service?"
 

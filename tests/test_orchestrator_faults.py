@@ -44,7 +44,7 @@ from retold.testing import (
     SyncScriptedGeneration,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("task_modes")]
 
 TIMEOUT_MS = 60  # for the timeout and hang faults; the others get a generous timeout
 SLACK_MS = 10_000

@@ -29,6 +29,7 @@ from retold import (
     Stage,
     TurnMemoryDecision,
     TurnOptions,
+    UsageError,
     UtilityAwareConfig,
     UtilityAwareOrchestrator,
 )
@@ -581,3 +582,120 @@ def test_a_bounded_reads_lock_wait_is_clamped_to_the_deadline(file_store: SQLite
     assert 0 < next(iter(row.values())) <= 200
     (row,) = file_store.query("PRAGMA busy_timeout")
     assert next(iter(row.values())) == file_store.busy_timeout_ms
+
+
+# -- the orchestrator's own task group ---------------------------------------------------
+
+
+async def test_an_entered_orchestrator_returns_an_empty_gap_turn_without_yielding(
+    store: SQLiteStore, alice: Principal, anyio_backend: str
+) -> None:
+    """Entered, a turn whose planner found no gap before its draft returned lets no other
+    task run between the draft and its return; outside, leaving its task group does (on
+    asyncio, whose ready tasks run in order; trio shuffles them, so there it may not)."""
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    async def run(orch: UtilityAwareOrchestrator, tg: Any) -> bool:
+        ran.clear()
+
+        async def draft(_request: Any) -> str:
+            await anyio.sleep(0.05)  # the planner (no delay) is long done
+            tg.start_soon(other)  # ready to run at the event loop's next scheduling round
+            return "the draft"
+
+        decision = await turn(orch, alice, FakeRetriever([]), draft=draft)
+        assert decision.disposition is Disposition.BASELINE_NO_GAPS
+        assert decision.response == "the draft"
+        yielded = ran == ["other"]
+        await wait_all_tasks_blocked()
+        assert ran == ["other"]
+        return yielded
+
+    orch = orchestrator(store, gap=ScriptedGapPolicy([]))
+    async with anyio.create_task_group() as tg:
+        yielded = await run(orch, tg)  # a task group per turn: its exit is a scheduling round
+        assert yielded or anyio_backend == "trio"
+        async with orch:
+            assert not await run(orch, tg)
+            assert not await run(orch, tg)
+    await orch.flush()
+    assert len(AuditLog(store).decision_rows()) == 3
+
+
+async def test_an_entered_orchestrator_decides_as_a_plain_one(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """The same gap turn, entered or not: the same disposition, admitted records, reply."""
+    kept = store.add(alice, RecordDraft(text="Alice likes the vim editor in Lisbon")).id
+    retriever = StoreRetriever(store)
+    plain = await turn(orchestrator(store), alice, retriever, session_id="a")
+    entered = orchestrator(store)
+    async with entered:
+        decision = await turn(entered, alice, retriever, session_id="b")
+    for d in (plain, decision):
+        assert d.disposition is Disposition.REGENERATED
+        assert d.admitted_ids == (kept,) and d.response == "the final"
+
+
+async def test_cancelling_a_turn_of_an_entered_orchestrator_stops_its_conditional_path(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """The caller's cancellation reaches the conditional path in the orchestrator's group:
+    the block ends at once, and the cancelled turn writes nothing."""
+    hanging = ScriptedGapPolicy([("preference", "editor")], delay=3600)
+    orch = orchestrator(store, gap=hanging)
+    with anyio.fail_after(FAR_BELOW_BUSY_TIMEOUT_S):
+        async with orch:
+            with anyio.move_on_after(0.1) as scope:
+                await turn(orch, alice, FakeRetriever([]), draft=ScriptedGeneration("d"))
+            assert scope.cancelled_caught
+    await orch.flush()
+    assert AuditLog(store).decision_rows() == []
+
+
+async def test_a_failed_draft_of_an_entered_orchestrator_stops_its_conditional_path(
+    store: SQLiteStore, alice: Principal
+) -> None:
+    """A draft that raises ends the turn with its error and the planner is not waited for."""
+    hanging = ScriptedGapPolicy([("preference", "editor")], delay=3600)
+    orch = orchestrator(store, gap=hanging)
+
+    async def draft(_request: Any) -> str:
+        raise RuntimeError("the model is down")
+
+    with anyio.fail_after(FAR_BELOW_BUSY_TIMEOUT_S):
+        async with orch:
+            with pytest.raises(RuntimeError, match="the model is down"):
+                await turn(orch, alice, FakeRetriever([]), draft=draft)
+    await orch.flush()
+    [row] = AuditLog(store).decision_rows()
+    assert row["disposition"] == "baseline_policy_failure" and row["failure_stage"] == "draft"
+
+
+async def test_a_crash_of_the_conditional_path_is_the_turns_not_the_groups(
+    store: SQLiteStore, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug raising out of the conditional path surfaces from that turn's call; the
+    orchestrator's group, and the turns after it, carry on."""
+    orch = orchestrator(store)
+    original = UtilityAwareOrchestrator._plan_and_retrieve
+    calls = 0
+
+    async def crashing(self: Any, *args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise LookupError("a bug")
+        await original(self, *args)
+
+    monkeypatch.setattr(UtilityAwareOrchestrator, "_plan_and_retrieve", crashing)
+    async with orch:
+        with pytest.raises(LookupError, match="a bug"):
+            await turn(orch, alice, FakeRetriever([]))
+        decision = await turn(orch, alice, FakeRetriever([]), session_id="s2")
+        assert decision.disposition is Disposition.BASELINE_NO_CANDIDATES
+        with pytest.raises(UsageError, match="already entered"):
+            await orch.__aenter__()

@@ -166,6 +166,7 @@ class Gateway:
 
     async def __aenter__(self) -> Self:
         self._tg = await anyio.create_task_group().__aenter__()
+        await self.chat.__aenter__()  # each turn's conditional path in the chat's own group
         self._tg.start_soon(self._reap_forever)
         log.info("gateway_started", upstream_model=self.config.upstream_model)
         return self
@@ -188,6 +189,7 @@ class Gateway:
             await self.wait_for_session_ends()
         if scope.cancelled_caught:
             log.warning("gateway_shutdown_abandoned_session_ends")
+        await self.chat.__aexit__(None, None, None)  # waits for turns still deciding
         tg.cancel_scope.cancel()
         await tg.__aexit__(exc_type, exc, tb)
         aclose = getattr(self.chat.model, "aclose", None)
