@@ -35,12 +35,16 @@ async def main(db: Path, *, live: bool = False) -> dict[str, str]:
             await stack.enter_async_context(model)
         bundle = get_bundle("offline-reference" if model is None else "reference")
         store = stack.enter_context(SQLiteStore(db))
-        chat = MemoryChat.from_bundle(
-            store=store,
-            bundle=bundle,
-            model=model,
-            responder=OfflineResponder(),
-            config=bundle.config(shadow=not live),
+        # Entered, the chat's orchestrator runs each turn's gap planning and retrieval in a
+        # task group of its own: a turn with nothing to look up returns with its draft.
+        chat = await stack.enter_async_context(
+            MemoryChat.from_bundle(
+                store=store,
+                bundle=bundle,
+                model=model,
+                responder=OfflineResponder(),
+                config=bundle.config(shadow=not live),
+            )
         )
         await chat.turn(bob, "s1", "My dentist is Dr. Okafor on Elm Street.")
         await chat.end_session(bob, "s1")
