@@ -722,9 +722,6 @@ class _Turn:
     # The budget as a store deadline: SQL and lock waits of the conditional path stop when
     # it passes. Its instant is set when the draft completes.
     budget_deadline: Deadline = field(default_factory=lambda: Deadline(kind="budget"))
-    # What the conditional path raised when it ran in the orchestrator's own task group
-    # (a bug: it records every failure on the turn); the turn raises it.
-    crashed: BaseException | None = None
 
     def fail(self, stage: Stage, reason: FailureReason, detail: str = "") -> None:
         if self.failure is None:
@@ -1000,6 +997,9 @@ class UtilityAwareOrchestrator:
         request = GenerationRequest(turn=turn, public_context=public_context, profile=t.profile)
         budget_scope = anyio.CancelScope()
         draft_error: BaseException | None = None
+        # What the conditional path raised in the orchestrator's own task group (a bug: it
+        # records every failure on the turn); the turn raises it, not the group.
+        crashed: BaseException | None = None
 
         # Cancelled when the draft fails or the turn ends early: it stops the conditional
         # path, wherever that runs.
@@ -1031,6 +1031,7 @@ class UtilityAwareOrchestrator:
                 )
 
         async def conditional_task(done: anyio.Event | None = None) -> None:
+            nonlocal crashed
             assert retriever is not None
             try:
                 with conditional:
@@ -1044,7 +1045,7 @@ class UtilityAwareOrchestrator:
             except BaseException as exc:
                 if done is None:
                     raise
-                t.crashed = exc  # raised by the turn, not into the orchestrator's group
+                crashed = exc
             finally:
                 if done is not None:
                     done.set()
@@ -1066,8 +1067,8 @@ class UtilityAwareOrchestrator:
                 finally:
                     if not done.is_set():
                         conditional.cancel()  # the draft failed, or the turn was cancelled
-                if t.crashed is not None:
-                    raise t.crashed
+                if crashed is not None:
+                    raise crashed
             else:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(conditional_task)
