@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -626,7 +627,7 @@ def test_session_diversity_counts_the_picks_made_by_score_alone(store: SQLiteSto
 
 
 def test_rows_after_a_watermark_seek_to_the_scope_past_other_principals(
-    store: SQLiteStore, alice: Principal, bob: Principal
+    store: SQLiteStore, alice: Principal, bob: Principal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The watermark read (entity indexing, embedding) returns the scope's newer rows only,
     in rowid order, through the scope's rowid index: it does not walk the rows other
@@ -641,10 +642,17 @@ def test_rows_after_a_watermark_seek_to_the_scope_past_other_principals(
     mark = rows[0]["rowid"]
     assert [r["id"] for r in dialect.records_after(store, alice, mark, 2)] == later[:2]
     assert dialect.records_after(store, alice, rows[-1]["rowid"]) == []
-    plan = store.query(
-        "EXPLAIN QUERY PLAN SELECT rowid, id, text, lifecycle FROM records "
-        "INDEXED BY records_scope_rowid "
-        "WHERE tenant = ? AND principal = ? AND rowid > ? ORDER BY rowid",
-        [alice.tenant, alice.principal, mark],
-    )
+    # The plan of the statement records_after itself runs.
+    statements: list[tuple[str, Any]] = []
+    query = store.query
+
+    def recording(sql: str, params: Any = ()) -> Any:
+        statements.append((sql, params))
+        return query(sql, params)
+
+    monkeypatch.setattr(store, "query", recording)
+    dialect.records_after(store, alice, mark)
+    monkeypatch.undo()
+    [(sql, params)] = statements
+    plan = store.query("EXPLAIN QUERY PLAN " + sql, params)
     assert "USING INDEX records_scope_rowid (tenant=? AND principal=? AND rowid>?)" in str(plan)
