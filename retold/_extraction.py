@@ -659,6 +659,15 @@ def _kind(sentence: str) -> RecordKind:
     return RecordKind.FACT
 
 
+# A sentence that describes the user themself, opening with "I'm", "I am", "I have", "I've
+# got" or "I was diagnosed" (after an optional "btw", "also", "fyi" and the like).
+_SELF_DESCRIPTION = re.compile(
+    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
+    r"(?:i'm|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b",
+    re.I,
+)
+
+
 class OfflineExtractor:
     """Deterministic, rule-based extractor for running with no model (offline reference).
 
@@ -679,8 +688,13 @@ class OfflineExtractor:
         for turn in turns:
             if not is_principal_turn(turn, user):
                 continue
+            # The record written for the turn's previous sentence, when that sentence
+            # described the user ("I'm dyslexic, big blocks of text are hard for me."):
+            # a standing instruction right after it is asked for that reason, and keeps it.
+            reason: ExtractedRecord | None = None
             for sentence in _joined_fragments(_sentences(turn.text)):
                 if len(sentence) < 8:
+                    reason = None
                     continue
                 request = bool(_STANDING_REQUEST.search(sentence))
                 opener = _SUBORDINATE_OPENER.match(sentence)
@@ -698,7 +712,11 @@ class OfflineExtractor:
                     and not _SUBORDINATE_OPENER.match(sentence)
                 )
                 if question and not request:
+                    reason = None
                     continue
+                if reason is not None and instruction and not withdrawal:
+                    out.pop()  # ``reason`` is always the last record written
+                    sentence = f"{reason.text} {sentence}"
                 if not (
                     _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)
@@ -706,6 +724,7 @@ class OfflineExtractor:
                     or withdrawal
                     or _RULE.search(sentence)
                 ):
+                    reason = None
                     continue
                 hypothetical = _is_hypothetical(sentence)
                 preference_like = instruction or withdrawal
@@ -713,18 +732,19 @@ class OfflineExtractor:
                 kind = _STATE_KINDS.get((attribute or "").rpartition(":")[2], _kind(sentence))
                 if request or withdrawal or _FOREIGN_INSTRUCTION.search(sentence):
                     kind = RecordKind.PREFERENCE
-                out.append(
-                    ExtractedRecord(
-                        kind=kind,
-                        text=sentence,
-                        evidence_turns=(turn.turn_index,),
-                        confidence=0.5 if hypothetical else 0.8,
-                        speaker=turn.speaker or user,
-                        attribute=attribute,
-                        epistemic=EpistemicState.HYPOTHETICAL
-                        if hypothetical
-                        else EpistemicState.ASSERTED,
-                        event_time=turn.time if kind is RecordKind.EVENT else None,
-                    )
+                record = ExtractedRecord(
+                    kind=kind,
+                    text=sentence,
+                    evidence_turns=(turn.turn_index,),
+                    confidence=0.5 if hypothetical else 0.8,
+                    speaker=turn.speaker or user,
+                    attribute=attribute,
+                    epistemic=EpistemicState.HYPOTHETICAL
+                    if hypothetical
+                    else EpistemicState.ASSERTED,
+                    event_time=turn.time if kind is RecordKind.EVENT else None,
                 )
+                out.append(record)
+                self_description = not (instruction or withdrawal or hypothetical)
+                reason = record if self_description and _SELF_DESCRIPTION.match(sentence) else None
         return out

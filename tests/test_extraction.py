@@ -381,3 +381,40 @@ def test_an_instruction_opening_with_a_when_clause_is_kept_and_a_question_is_not
     ]
     texts = [i.text for i in OfflineExtractor().extract(turns, user=None)]
     assert texts == ["When you list steps, number them, please."]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the need, then the instruction it calls for: one preference, reason included
+        (
+            "I'm dyslexic, big blocks of text are hard for me. Please always keep sentences short",
+            ["I'm dyslexic, big blocks of text are hard for me. Please always keep sentences short"],
+        ),
+        (
+            "Btw I have ADHD, long explanations lose me. Always give me numbered steps",
+            ["Btw I have ADHD, long explanations lose me. Always give me numbered steps"],
+        ),
+        # a fact about someone else is no reason given for the instruction: two records
+        (
+            "My sister lives in Porto. Always answer in Portuguese.",
+            ["My sister lives in Porto.", "Always answer in Portuguese."],
+        ),
+        # only the sentence right before the instruction, and only a statement
+        (
+            "I'm a nurse. What is a good shoe for nights? Please always answer briefly.",
+            ["I'm a nurse.", "Please always answer briefly."],
+        ),
+        # a self-description with no instruction after it stays a fact of its own
+        ("I'm moving to Porto in May. I have a cat.", ["I'm moving to Porto in May.", "I have a cat."]),
+    ],
+)
+def test_a_self_description_stays_with_the_instruction_it_gives_the_reason_for(
+    text: str, expected: list[str]
+) -> None:
+    """ "I'm dyslexic. Please keep sentences short" is one preference whose text says why:
+    the profile then carries the need (an accessibility preference), not only the format."""
+    items = _extracted(text)
+    assert [i.text for i in items] == expected
+    joined = [i for i in items if i.text.startswith(("I'm dyslexic", "Btw I have"))]
+    assert all(i.kind is RecordKind.PREFERENCE for i in joined)
