@@ -389,7 +389,9 @@ def test_an_instruction_opening_with_a_when_clause_is_kept_and_a_question_is_not
         # the need, then the instruction it calls for: one preference, reason included
         (
             "I'm dyslexic, big blocks of text are hard for me. Please always keep sentences short",
-            ["I'm dyslexic, big blocks of text are hard for me. Please always keep sentences short"],
+            [
+                "I'm dyslexic, big blocks of text are hard for me. Please always keep sentences short"
+            ],
         ),
         (
             "Btw I have ADHD, long explanations lose me. Always give me numbered steps",
@@ -406,7 +408,10 @@ def test_an_instruction_opening_with_a_when_clause_is_kept_and_a_question_is_not
             ["I'm a nurse.", "Please always answer briefly."],
         ),
         # a self-description with no instruction after it stays a fact of its own
-        ("I'm moving to Porto in May. I have a cat.", ["I'm moving to Porto in May.", "I have a cat."]),
+        (
+            "I'm moving to Porto in May. I have a cat.",
+            ["I'm moving to Porto in May.", "I have a cat."],
+        ),
     ],
 )
 def test_a_self_description_stays_with_the_instruction_it_gives_the_reason_for(
