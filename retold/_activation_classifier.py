@@ -129,7 +129,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
 }
 _INJECTION = re.compile(
-    r"\b(?:system prompt|prompt|ignore|disregard|override|reveal|print\w*|"
+    r"\b(?:system prompt|prompt|ignore|disregard|override|reveal|"
+    # "print" the command, not the noun of "large print" or "the small print"
+    r"(?<!large )(?<!small )(?<!fine )print\w*|"
     r"developer|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
     r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
@@ -174,8 +176,10 @@ _RESPONSE_CONDITION = re.compile(
     # about X", which names a topic)
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
     r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding)\b)|"
-    # any recommendation, whatever it is of: "when you recommend something"
-    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest)\s+(?:something|anything|things|stuff)\b|"
+    # any recommendation or explanation, whatever it is of: "when you recommend something",
+    # "when you explain anything"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe)\s+"
+    r"(?:something|anything|things|stuff)\b|"
     # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
     # I'm casual" (a concession: the rule holds in that case too)
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
@@ -203,6 +207,7 @@ _ONE_OFF_TASK = re.compile(
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
+    r"(?:each|every) (?:time|answer|reply|response|message)|"
     r"no matter (?:what|the topic|the subject))\b"
 )
 _HEDGE = re.compile(
@@ -248,7 +253,9 @@ _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists)\b"
 )
-_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*"
+)
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",
 # "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
 _WITHDRAWAL = re.compile(
@@ -288,6 +295,14 @@ def standing_claim(claim: str) -> bool:
 
 
 _WITH_ME = re.compile(r"\bwith me\b")
+
+
+def standing_instruction(claim: str) -> bool:
+    """Whether ``claim`` is an instruction to the assistant that says it stands ("please
+    always ...", "..., always", "from now on ...", "... with me"): :func:`standing_claim`
+    and phrased as an instruction. A one-off request ("please suggest a lentil recipe") is
+    not one."""
+    return standing_claim(claim) and _explicit_instruction(_normalise_text(claim))
 
 
 def _is_withdrawal(sentence: str) -> bool:

@@ -21,6 +21,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._activation_classifier import standing_instruction
 from ._errors import InvalidInputError
 from ._lexicon import LANGUAGE_NAMES
 from ._records import (
@@ -714,7 +715,7 @@ class OfflineExtractor:
                 if question and not request:
                     reason = None
                     continue
-                if reason is not None and instruction and not withdrawal:
+                if reason is not None and not withdrawal and standing_instruction(sentence):
                     out.pop()  # ``reason`` is always the last record written
                     sentence = f"{reason.text} {sentence}"
                 if not (

@@ -407,6 +407,11 @@ def test_an_instruction_opening_with_a_when_clause_is_kept_and_a_question_is_not
             "I'm a nurse. What is a good shoe for nights? Please always answer briefly.",
             ["I'm a nurse.", "Please always answer briefly."],
         ),
+        # a one-off request is no standing instruction: the fact stays a fact
+        (
+            "I'm vegetarian. Please suggest a lentil recipe.",
+            ["I'm vegetarian.", "Please suggest a lentil recipe."],
+        ),
         # a self-description with no instruction after it stays a fact of its own
         (
             "I'm moving to Porto in May. I have a cat.",
