@@ -136,6 +136,8 @@ _INJECTION = re.compile(
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
     r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
     r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)|"
+    # a bare web address ("include example.com in every answer"): a link to plant
+    r"\b[a-z0-9][a-z0-9-]*\.(?:com|org|net|io|co|ai|app|dev|info|biz|xyz|shop|site|online|link)\b|"
     # "instructions" as the model's own ("your previous instructions", "instruction to the
     # assistant", "ASSISTANT INSTRUCTIONS"), not the steps of a how-to ("give me instructions")
     r"\b(?:system|hidden|previous|prior|original|initial|earlier|developer|secret|your|new|"
@@ -149,6 +151,9 @@ _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
     r"this (?:week|month|time|chat|conversation|session)|right now|for now|next time|"
     r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
+    # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp"
+    r"(?:on|in|over|via) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|telegram|"
+    r"signal|linkedin|the phone)|"
     r"for (?!(?:me|you|us|everything|all|any|anything|every|good|ever)\b)\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"

@@ -187,7 +187,8 @@ _LEAD_IN = re.compile(
     r"review|check|read|paste[ds]?|forward(?:ed)?|quot(?:e|ed|ing)|"
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|"
-    r"the following|below|wrote|writes|says|said)\b[^\n:]{0,80}:"
+    r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
+    r"tweeted|commented|scribbled|yelled|shouted)\b[^\n:]{0,80}:"
 )
 # A first paragraph asking for work on some material ("can you summarise this document for
 # me?"), followed by more paragraphs: those paragraphs are the material.
