@@ -1,7 +1,11 @@
 """``retold bench retrieval``: query latency of the shipping retrieval, and write throughput.
 
 N synthetic records for one principal are written through the normal write path
-(``SQLiteStore.add``, one transaction each); their entity names are indexed, and, with dense
+(``SQLiteStore.add``, one transaction each). With ``--principals P`` (default 1) the store is
+shared: P principals write N records each, in turns (one record each, round after round), so
+every principal's rows interleave with the others' and the measured principal's words are
+also in the others' rows, as in a multi-tenant store; only the measured principal is
+searched. Its entity names are indexed, and, with dense
 retrieval on (the default, as shipped), each record gets a stored vector through the same
 ``ensure_vectors`` path a search uses, from a synthetic embedder (see below), which also
 builds the IVF vector index.
@@ -145,14 +149,18 @@ def run_retrieval_bench(
     seed: int = 7,
     candidates: int = 8,
     dense: bool = True,
+    principals: int = 1,
 ) -> dict[str, Any]:
-    """Write ``n`` records, then time ``queries`` searches with packing; returns the report.
+    """Write ``n`` records (for each of ``principals``, in turns), then time ``queries``
+    searches of the first principal with packing; returns the report.
 
     Raises:
-        InvalidInputError: ``n`` < 1 or ``queries`` < 200.
+        InvalidInputError: ``n`` < 1, ``principals`` < 1 or ``queries`` < 200.
     """
     if n < 1:
         raise InvalidInputError("records", f"must be >= 1, not {n}")
+    if principals < 1:
+        raise InvalidInputError("principals", f"must be >= 1, not {principals}")
     if candidates < 1:
         raise InvalidInputError("candidates", f"must be >= 1, not {candidates}")
     if queries < 200:
@@ -164,19 +172,22 @@ def run_retrieval_bench(
     scope = Principal(tenant="bench", principal="retrieval")
     start = datetime(2024, 1, 1, tzinfo=UTC)
     texts = [_sentence(rng, vocab) for _ in range(n)]
+    others = [Principal(tenant="bench", principal=f"neighbour-{k}") for k in range(1, principals)]
+    other_rng = random.Random(seed + 2)
     t0 = time.perf_counter()
     for i, text in enumerate(texts):
-        store.add(
-            scope,
-            RecordDraft(
-                text=text,
-                kind=RecordKind.MESSAGE,
-                speaker=_NAMES[i % 2],
-                event_time=start + timedelta(minutes=i),
-                session_id=f"s{i // 20}",
-            ),
-            actor="bench",
-        )
+        for who, what in [(scope, text), *((o, _sentence(other_rng, vocab)) for o in others)]:
+            store.add(
+                who,
+                RecordDraft(
+                    text=what,
+                    kind=RecordKind.MESSAGE,
+                    speaker=_NAMES[i % 2],
+                    event_time=start + timedelta(minutes=i),
+                    session_id=f"s{i // 20}",
+                ),
+                actor="bench",
+            )
     write_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     index_entities(store, scope)
@@ -233,6 +244,7 @@ def run_retrieval_bench(
         "queries_without_lexical_hit": queries // 2,
         "vector_records_per_s": n / vector_s if vector_s > 0 else None,
         "records": n,
+        "principals": principals,
         "queries": queries,
         "budget": budget,
         "candidates": candidates,
@@ -243,7 +255,7 @@ def run_retrieval_bench(
         "cpu_p50_ms": _percentile(cpu, 0.5),
         "cpu_p95_ms": _percentile(cpu, 0.95),
         "mean_records_packed": sum(packed) / len(packed) if packed else 0.0,
-        "write_records_per_s": n / write_s if write_s > 0 else 0.0,
+        "write_records_per_s": n * principals / write_s if write_s > 0 else 0.0,
         "entity_index_records_per_s": n / index_s if index_s > 0 else 0.0,
         "write_mode": f"one transaction per record ({type(store).__name__}.add)",
         "retrieval": json.loads(config.canonical_json()),
@@ -255,6 +267,13 @@ def register(sub: Any) -> None:
         "retrieval", help="query latency (retrieval + packing) and write throughput at N records"
     )
     p.add_argument("--records", type=int, default=10_000, help="records for one principal")
+    p.add_argument(
+        "--principals",
+        type=int,
+        default=1,
+        help="principals sharing the store, writing --records each in turns (the first is "
+        "searched)",
+    )
     p.add_argument(
         "--queries",
         type=int,
@@ -289,13 +308,15 @@ def _main(args: argparse.Namespace) -> int:
             budget=args.budget,
             dense=args.dense,
             candidates=args.candidates,
+            principals=args.principals,
         )
         report["store"] = opened.dialect
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
         print(
-            f"{report['records']} records, dense {'on' if report['dense'] else 'off'}: "
+            f"{report['records']} records x {report['principals']} principal(s), "
+            f"dense {'on' if report['dense'] else 'off'}: "
             f"query p50 {report['p50_ms']:.1f} ms, "
             f"p95 {report['p95_ms']:.1f} ms (CPU p95 {report['cpu_p95_ms']:.1f} ms); writes {report['write_records_per_s']:.0f}/s"
         )

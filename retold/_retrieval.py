@@ -12,9 +12,11 @@ Pipeline, in order::
     entity (name index) ─┘        ─► dedup ─► rerank (optional) ─► session neighbours
 
 Cost at scale (``retold bench retrieval``): each stage's work is bounded by the query, not
-by the scope's size. The lexical stage leaves words found in more than
-``lexical_common_postings`` records out of the match (BM25 scores every match of a word;
-a common word's weight is small and its matches are the cost); the entity stage reads its
+by the scope's size, nor by other principals' rows. The lexical stage leaves words found in
+more than ``lexical_common_postings`` of the principal's records out of the match (BM25
+scores every match of a word; a common word's weight is small and its matches are the
+cost), and ANDs every match with the principal's own token in the index, so FTS5 seeks
+past other principals' postings (``retold._store.scoped_match``); the entity stage reads its
 own index by key, rarest names first while their postings fit in ``entity_postings``; the
 dense stage reads the nearest index cells only (``retold._vectors``);
 scope and lifecycle are applied by SQL in the lexical stage and, for the dense and entity
@@ -116,7 +118,7 @@ class RetrievalConfig(BaseModel):
     lexical_common_postings: int = Field(
         default=2048,
         ge=1,
-        description="A query word found in more than this many records of the store is "
+        description="A query word found in more than this many of the principal's records is "
         "common: when the query has a rarer word, common words are left out of the lexical "
         "match (their BM25 weight is small and scoring their matches is the stage's cost); "
         "when every word is common, the newest this many in-scope matches are scored.",
@@ -833,7 +835,7 @@ class HybridRetriever:
         stages: list[tuple[str, str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
-            common = self._common_terms(all_terms)
+            common = self._common_terms(scope, all_terms)
             ranked = self._lexical(scope, terms, now, common)
             stages.append(("lexical", "lexical", cfg.lexical_weight, ranked))
             if len(ranked) < cfg.lexical_limit and _lexical_plan(terms, common) != _lexical_plan(
@@ -957,15 +959,16 @@ class HybridRetriever:
                 out[row["id"]] = row
         return out
 
-    def _common_terms(self, terms: Sequence[str]) -> frozenset[str]:
-        """The terms found in more than ``lexical_common_postings`` records of the store.
+    def _common_terms(self, scope: Principal, terms: Sequence[str]) -> frozenset[str]:
+        """The terms found in more than ``lexical_common_postings`` of ``scope``'s records.
 
-        Asked of the store's dialect: on SQLite each term's FTS5 posting list is read in
-        rowid order and stops one past the cap (ids only, no scoring), over the whole index,
-        as BM25's own document frequencies are; PostgreSQL reports none (its lexical stage
-        is unchanged).
+        Asked of the store's dialect: on SQLite each term's FTS5 postings in the scope are
+        read in rowid order and the read stops one past the cap (ids only, no scoring), so
+        other principals' rows never make a word common for this one; PostgreSQL reports
+        none (its lexical stage is unchanged).
         """
-        return self.dialect.common_terms(self.store, terms, self.config.lexical_common_postings)
+        cap = self.config.lexical_common_postings
+        return self.dialect.common_terms(self.store, scope, terms, cap)
 
     def _lexical(
         self, scope: Principal, terms: Sequence[str], now: datetime, common: frozenset[str]

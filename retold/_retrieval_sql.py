@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._records import Principal
+from ._store import BM25, scoped_match
 
 __all__ = ["PostgresRetrievalSQL", "RetrievalSQL", "retrieval_sql"]
 
@@ -81,11 +82,14 @@ class RetrievalSQL:
         rows: list[dict[str, Any]] = store.query(sql, params)
         return rows
 
-    def common_terms(self, store: Any, terms: Sequence[str], cap: int) -> frozenset[str]:
-        """The terms found in more than ``cap`` records of the store's lexical index.
+    def common_terms(
+        self, store: Any, scope: Principal, terms: Sequence[str], cap: int
+    ) -> frozenset[str]:
+        """The terms found in more than ``cap`` of ``scope``'s records (lexical index).
 
-        Each term's FTS5 posting list is read in rowid order and stops one past the cap, so
-        a term costs at most ``cap`` postings (ids only, no scoring).
+        Each term's FTS5 postings in the scope are read in rowid order and the read stops
+        one past the cap, so a term costs at most ``cap`` postings (ids only, no scoring).
+        What other principals write never makes a word common for this one.
         """
         if not terms:
             return frozenset()
@@ -93,7 +97,7 @@ class RetrievalSQL:
         count = "(SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?))"
         rows = store.query_tuples(
             "SELECT " + ", ".join(count for _ in terms),
-            [x for term in terms for x in (_match([term]), cap + 1)],
+            [x for term in terms for x in (scoped_match(scope, _match([term])), cap + 1)],
         )
         return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
 
@@ -117,29 +121,24 @@ class RetrievalSQL:
         """
         if not terms:
             return []
-        match = _match(terms)
+        # The scope's own token ANDed with the words: FTS5 reads only this scope's
+        # postings of them (it seeks past other principals' rows), however common they are
+        # across the store.
+        match = scoped_match(scope, _match(terms))
         if newest is None:
             rows = store.query_tuples(
-                "SELECT r.id, -bm25(records_fts) AS score "
+                f"SELECT r.id, -{BM25} AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
                 f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
                 [match, *params, limit],
             )
         else:
-            # The walk starts at the scope's newest row and ends at its oldest (two seeks on
-            # the scope's rowid index): other principals' rows outside that range are
-            # never read, though they match. The result is the same without the bounds.
-            span = (
-                "(SELECT {}(rowid) FROM records INDEXED BY records_scope_rowid "
-                "WHERE tenant = ? AND principal = ?)"
-            )
             rows = store.query_tuples(
-                "SELECT id, score FROM (SELECT r.id AS id, -bm25(records_fts) AS score "
+                f"SELECT id, score FROM (SELECT r.id AS id, -{BM25} AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ? AND records_fts.rowid BETWEEN {span.format('min')} "
-                f"AND {span.format('max')} AND {where} ORDER BY records_fts.rowid DESC "
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY records_fts.rowid DESC "
                 "LIMIT ?) ORDER BY score DESC, id LIMIT ?",
-                [match, *([scope.tenant, scope.principal] * 2), *params, newest, limit],
+                [match, *params, newest, limit],
             )
         return [(str(rid), float(score)) for rid, score in rows]
 
@@ -176,7 +175,9 @@ class PostgresRetrievalSQL(RetrievalSQL):
         rows: list[dict[str, Any]] = store.records_after(scope, rowid, limit=limit)
         return rows
 
-    def common_terms(self, store: Any, terms: Sequence[str], cap: int) -> frozenset[str]:
+    def common_terms(
+        self, store: Any, scope: Principal, terms: Sequence[str], cap: int
+    ) -> frozenset[str]:
         # Not ported: the tsvector stage keeps every term (see _retrieval's lexical stage).
         return frozenset()
 

@@ -97,6 +97,24 @@ def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None
     off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
     assert off["dense"] is False and off["embedder"] is None
     assert off["config_sha256"] == RetrievalConfig(dense=False).sha256()
+    assert report["principals"] == off["principals"] == 1
+
+
+def test_bench_retrieval_shares_the_store_between_principals(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--principals P: P principals write --records each in turns into one store (their rows
+    interleave); only the first is searched, and what it packs is its own."""
+    db = tmp_path / "shared.db"
+    args = ["bench", "retrieval", "--records", "40", "--principals", "3", "--no-dense"]
+    report = run_json([*args, "--db", str(db), "--json"], capsys)
+    assert report["principals"] == 3 and report["records"] == 40
+    assert report["mean_records_packed"] > 0  # type: ignore[operator]
+    with SQLiteStore(db) as kept:
+        order = [r["principal"] for r in kept.query("SELECT principal FROM records ORDER BY rowid")]
+    assert len(order) == 120 and order[:6] == ["retrieval", "neighbour-1", "neighbour-2"] * 2
+    assert main(["bench", "retrieval", "--records", "10", "--principals", "0"]) == 2
+    assert "principals" in capsys.readouterr().err
 
 
 def test_bench_retrieval_rejects_too_few_queries(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,7 @@ from retold._retrieval import (
     query_terms,
 )
 from retold._retrieval_sql import retrieval_sql
+from retold._store import scoped_match
 from retold._typing import Retriever
 
 pytestmark = pytest.mark.anyio
@@ -373,6 +374,31 @@ async def test_common_words_leave_the_lexical_match_when_a_rarer_word_remains(
     wide = cfg.model_copy(update={"lexical_common_postings": 100})
     got = await HybridRetriever(store, config=wide).search(alice, "pottery weekend")
     assert got.candidates[0].record.id == rare and len(got.candidates) == 7
+
+
+async def test_other_principals_rows_never_make_a_word_common_for_this_one(
+    store: SQLiteStore, alice: Principal, bob: Principal
+) -> None:
+    """Whether a word is common is counted in the principal's own records: bob writing
+    "weekend" a hundred times leaves it a selective word of alice's, which keeps ranking
+    her weekend notes; the lexical match reads only her postings (scope token AND)."""
+    plans = [add(store, alice, "weekend hike with Ada"), add(store, alice, "weekend market")]
+    other = add(store, alice, "pottery class on Tuesday")
+    for i in range(100):
+        add(store, bob, f"bob's weekend pottery {i}")
+    cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
+    retriever = HybridRetriever(store, config=cfg)
+    assert retriever._common_terms(alice, ["weekend", "pottery"]) == frozenset()
+    assert retriever._common_terms(bob, ["weekend", "pottery"]) == {"weekend", "pottery"}
+    got = await retriever.search(alice, "weekend pottery", limit=10)
+    assert {c.record.id for c in got.candidates} == {*plans, other}
+    assert all(c.record.principal == "alice" for c in got.candidates)
+    # the index itself holds the scope: alice's token ANDed with the word finds her two
+    rows = store.query_tuples(
+        "SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
+        [scoped_match(alice, '"weekend"')],
+    )
+    assert len(rows) == 2
 
 
 async def test_entity_stage_reads_the_rarest_names_while_their_postings_fit(

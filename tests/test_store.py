@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from retold import (
     UsageError,
     WriteOrigin,
 )
+from retold import _store as store_module
 from retold._retrieval_sql import retrieval_sql
 
 from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
@@ -223,7 +225,7 @@ def test_schema_is_versioned_and_reopens(
     key_id = a.redactor.secret_id("x", "y")
     a.close()
     b = make_store(kind, tmp_path, schema)
-    assert b.schema_version("core") == (2 if kind == "sqlite" else 4)
+    assert b.schema_version("core") == (3 if kind == "sqlite" else 4)
     assert b.redactor.secret_id("x", "y") == key_id
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
     b.ensure_schema("ext", ["CREATE TABLE ext_a (x int)", "CREATE TABLE ext_b (y int)"])
@@ -421,21 +423,54 @@ def test_a_rows_record_is_shared_and_long_texts_are_not_kept(tmp_path: Path) -> 
     assert _row_to_record(rows[long.id]) == long
 
 
-def test_a_version_1_file_gains_the_scope_rowid_index_on_open(tmp_path: Path) -> None:
-    """Files written before the scope's rowid index existed get it when next opened; their
-    records are kept and the watermark read works on them."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_file_gains_the_scope_index_and_scoped_lexical_index_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    """A file written by an older version (core schema 1 or 2) is brought to the current
+    one when next opened: the scope's rowid index, the lexical index rebuilt with each
+    row's scope token. Its records are kept, searched per scope, and the index checks."""
     path = tmp_path / "old.db"
-    store = SQLiteStore(path)
-    scope = Principal(tenant="t", principal="p")
-    kept = store.add(scope, RecordDraft(text="written by an older version"))
-    with store.write() as w:
-        w.execute("DROP INDEX records_scope_rowid")
-        w.execute("UPDATE retold_schema SET version = 1 WHERE component = 'core'")
-    store.close()
+    # What that version ran: its migrations, and a lexical index of the text alone.
+    monkeypatch.setattr(store_module, "_CORE_MIGRATIONS", store_module._CORE_MIGRATIONS[:version])
+
+    def index(self: SQLiteStore, w: Any, record_id: str) -> None:
+        w.execute(
+            "INSERT INTO records_fts (rowid, text) SELECT rowid, text FROM records WHERE id = ?",
+            [record_id],
+        )
+
+    def unindex(self: SQLiteStore, w: Any, record_id: str) -> None:
+        w.execute(
+            "INSERT INTO records_fts (records_fts, rowid, text) "
+            "SELECT 'delete', rowid, text FROM records WHERE id = ?",
+            [record_id],
+        )
+
+    monkeypatch.setattr(SQLiteStore, "_index", index)
+    monkeypatch.setattr(SQLiteStore, "_unindex", unindex)
+    old = SQLiteStore(path)
+    a, b = Principal(tenant="t", principal="a"), Principal(tenant="t", principal="b")
+    kept = [old.add(s, RecordDraft(text=f"{s.principal} packs light for trips")) for s in (a, b)]
+    deleted = old.add(a, RecordDraft(text="a deleted trip note"))
+    old.delete(a, deleted.id)
+    assert old.schema_version("core") == version
+    old.close()
+    monkeypatch.undo()
     reopened = SQLiteStore(path)
-    assert reopened.schema_version("core") == 2
+    assert reopened.schema_version("core") == len(store_module._CORE_MIGRATIONS)
     names = {r["name"] for r in reopened.query("SELECT name FROM sqlite_master")}
     assert "records_scope_rowid" in names
-    rows = retrieval_sql(reopened).records_after(reopened, scope, 0)
-    assert [r["id"] for r in rows] == [kept.id]
+    assert reopened.check_integrity() == []
+    for scope, record, rows in zip(
+        (a, b), kept, ([kept[0].id, deleted.id], [kept[1].id]), strict=True
+    ):
+        assert [r.id for r, _ in reopened.search(scope, "trips")] == [record.id]
+        after = retrieval_sql(reopened).records_after(reopened, scope, 0)
+        assert [r["id"] for r in after] == rows
+    # written after the upgrade: indexed with its scope, found by its owner only
+    new = reopened.add(b, RecordDraft(text="b packs a tent for trips"))
+    assert {r.id for r, _ in reopened.search(b, "trips")} == {kept[1].id, new.id}
+    assert [r.id for r, _ in reopened.search(a, "trips")] == [kept[0].id]
+    assert reopened.check_integrity() == []
     reopened.close()
