@@ -93,6 +93,8 @@ def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None
     assert report["queries_without_lexical_hit"] == 100
     assert report["config_sha256"] == RetrievalConfig().sha256()
     assert report["p95_ms"] >= report["p50_ms"] > 0  # type: ignore[operator]
+    assert report["common_words_queries"] == 50
+    assert report["common_words_p95_ms"] >= report["common_words_p50_ms"] > 0  # type: ignore[operator]
     assert report["write_records_per_s"] > 0  # type: ignore[operator]
     off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
     assert off["dense"] is False and off["embedder"] is None
