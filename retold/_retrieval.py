@@ -13,10 +13,11 @@ Pipeline, in order::
 
 Cost at scale (``retold bench retrieval``): each stage's work is bounded by the query, not
 by the scope's size, nor by other principals' rows. The lexical stage leaves words found in
-more than ``lexical_common_postings`` of the principal's records out of the match (BM25
-scores every match of a word; a common word's weight is small and its matches are the
-cost), and ANDs every match with the principal's own token in the index, so FTS5 seeks
-past other principals' postings (``retold._store.scoped_match``); the entity stage reads its
+more than ``lexical_common_postings`` records out of the match (BM25 scores every match of
+a word; a common word's weight is small and its matches are the cost); in a store the
+principal shares (it holds under a quarter of the rows) the count is of the principal's own
+records and every match ANDs the principal's token in the index, so FTS5 skips other
+principals' postings (``retold._store.scoped_match``); the entity stage reads its
 own index by key, rarest names first while their postings fit in ``entity_postings``; the
 dense stage reads the nearest index cells only (``retold._vectors``);
 scope and lifecycle are applied by SQL in the lexical stage and, for the dense and entity
@@ -118,7 +119,8 @@ class RetrievalConfig(BaseModel):
     lexical_common_postings: int = Field(
         default=2048,
         ge=1,
-        description="A query word found in more than this many of the principal's records is "
+        description="A query word found in more than this many records (the principal's own, "
+        "in a store shared with other principals) is "
         "common: when the query has a rarer word, common words are left out of the lexical "
         "match (their BM25 weight is small and scoring their matches is the stage's cost); "
         "when every word is common, the newest this many in-scope matches are scored.",
@@ -371,6 +373,12 @@ def _word_shingles(words: Sequence[str]) -> frozenset[tuple[str, ...]]:
     if len(words) < 3:
         return frozenset({tuple(words)})
     return frozenset(zip(words, words[1:], words[2:], strict=False))
+
+
+#: A scope holding fewer than one in this many of the store's rows shares the store: its
+#: lexical reads AND its own index token (measured crossover on synthetic 100k-row stores:
+#: the token's postings cost more than they skip while a scope holds a third or more).
+_SHARED = 4
 
 
 # -- SQL filters ---------------------------------------------------------------------------
@@ -835,8 +843,12 @@ class HybridRetriever:
         stages: list[tuple[str, str, float, list[tuple[str, float]]]] = []
         if cfg.lexical:
             t0 = time.perf_counter()
-            common = self._common_terms(scope, all_terms)
-            ranked = self._lexical(scope, terms, now, common)
+            # In a store the principal shares with others (it holds under a quarter of the
+            # rows), every lexical read ANDs the principal's own token in the index; else
+            # the plain match costs less (the token's postings are most of the index).
+            only = scope if self.dialect.store_rows(self.store) > _SHARED * stats[0] else None
+            common = self._common_terms(all_terms, only)
+            ranked = self._lexical(scope, terms, now, common, only is not None)
             stages.append(("lexical", "lexical", cfg.lexical_weight, ranked))
             if len(ranked) < cfg.lexical_limit and _lexical_plan(terms, common) != _lexical_plan(
                 all_terms, common
@@ -847,7 +859,7 @@ class HybridRetriever:
                 seen = {rid for rid, _ in ranked}
                 extra = [
                     (r, sc)
-                    for r, sc in self._lexical(scope, all_terms, now, common)
+                    for r, sc in self._lexical(scope, all_terms, now, common, only is not None)
                     if r not in seen
                 ][: cfg.lexical_limit - len(ranked)]
                 weight = cfg.lexical_weight * cfg.speaker_match_weight
@@ -959,19 +971,25 @@ class HybridRetriever:
                 out[row["id"]] = row
         return out
 
-    def _common_terms(self, scope: Principal, terms: Sequence[str]) -> frozenset[str]:
-        """The terms found in more than ``lexical_common_postings`` of ``scope``'s records.
+    def _common_terms(self, terms: Sequence[str], scope: Principal | None) -> frozenset[str]:
+        """The terms found in more than ``lexical_common_postings`` records: of ``scope``'s
+        own (a shared store), else of the whole index.
 
-        Asked of the store's dialect: on SQLite each term's FTS5 postings in the scope are
-        read in rowid order and the read stops one past the cap (ids only, no scoring), so
-        other principals' rows never make a word common for this one; PostgreSQL reports
+        Asked of the store's dialect: on SQLite each term's FTS5 postings are read in rowid
+        order and the read stops one past the cap (ids only, no scoring); in a shared store
+        other principals' rows never make a word common for this one. PostgreSQL reports
         none (its lexical stage is unchanged).
         """
         cap = self.config.lexical_common_postings
         return self.dialect.common_terms(self.store, scope, terms, cap)
 
     def _lexical(
-        self, scope: Principal, terms: Sequence[str], now: datetime, common: frozenset[str]
+        self,
+        scope: Principal,
+        terms: Sequence[str],
+        now: datetime,
+        common: frozenset[str],
+        shared: bool,
     ) -> list[tuple[str, float]]:
         """BM25 over the query's selective terms (see ``lexical_common_postings``).
 
@@ -995,6 +1013,7 @@ class HybridRetriever:
             params,
             cfg.lexical_limit,
             newest=cfg.lexical_common_postings if bounded else None,
+            scoped=shared,
         )
 
     def _entity(

@@ -82,22 +82,32 @@ class RetrievalSQL:
         rows: list[dict[str, Any]] = store.query(sql, params)
         return rows
 
-    def common_terms(
-        self, store: Any, scope: Principal, terms: Sequence[str], cap: int
-    ) -> frozenset[str]:
-        """The terms found in more than ``cap`` of ``scope``'s records (lexical index).
+    def store_rows(self, store: Any) -> int:
+        """How many records rows the store holds (its largest rowid: one seek)."""
+        rows = store.query_tuples("SELECT coalesce(max(rowid), 0) FROM records", [])
+        return int(rows[0][0])
 
-        Each term's FTS5 postings in the scope are read in rowid order and the read stops
-        one past the cap, so a term costs at most ``cap`` postings (ids only, no scoring).
-        What other principals write never makes a word common for this one.
+    def common_terms(
+        self, store: Any, scope: Principal | None, terms: Sequence[str], cap: int
+    ) -> frozenset[str]:
+        """The terms found in more than ``cap`` records of the lexical index: ``scope``'s
+        own when given (a shared store), else every principal's.
+
+        Each term's FTS5 postings are read in rowid order and the read stops one past the
+        cap, so a term costs at most ``cap`` postings (ids only, no scoring).
         """
         if not terms:
             return frozenset()
+
+        def match(term: str) -> str:
+            text = _match([term])
+            return scoped_match(scope, text) if scope is not None else f"text : ({text})"
+
         # One statement for every term (a scalar subquery each): one read, not one per term.
         count = "(SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?))"
         rows = store.query_tuples(
             "SELECT " + ", ".join(count for _ in terms),
-            [x for term in terms for x in (scoped_match(scope, _match([term])), cap + 1)],
+            [x for term in terms for x in (match(term), cap + 1)],
         )
         return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
 
@@ -111,6 +121,7 @@ class RetrievalSQL:
         limit: int,
         *,
         newest: int | None = None,
+        scoped: bool = False,
     ) -> list[tuple[str, float]]:
         """``(record id, BM25 score)`` of records matching any of ``terms``, best first.
 
@@ -118,13 +129,15 @@ class RetrievalSQL:
         are broken by id. Scores are FTS5's ``bm25()`` negated (higher is better).
         ``newest``: score only the newest that many matches in scope (FTS5 walks postings
         newest first and stops there), for a query made only of common words.
+        ``scoped``: AND the scope's own token in the index (a store shared with other
+        principals): FTS5 then reads only this scope's postings of the words, however
+        common they are across the store. Otherwise the all-common walk is bounded by the
+        scope's first and last rows (two seeks on the scope's rowid index).
         """
         if not terms:
             return []
-        # The scope's own token ANDed with the words: FTS5 reads only this scope's
-        # postings of them (it seeks past other principals' rows), however common they are
-        # across the store.
-        match = scoped_match(scope, _match(terms))
+        text = f"text : ({_match(terms)})"
+        match = scoped_match(scope, _match(terms)) if scoped else text
         if newest is None:
             rows = store.query_tuples(
                 f"SELECT r.id, -{BM25} AS score "
@@ -133,12 +146,20 @@ class RetrievalSQL:
                 [match, *params, limit],
             )
         else:
+            span, span_params = "", []
+            if not scoped:
+                bound = (
+                    "(SELECT {}(rowid) FROM records INDEXED BY records_scope_rowid "
+                    "WHERE tenant = ? AND principal = ?)"
+                )
+                span = f"AND records_fts.rowid BETWEEN {bound.format('min')} AND {bound.format('max')} "
+                span_params = [scope.tenant, scope.principal] * 2
             rows = store.query_tuples(
                 f"SELECT id, score FROM (SELECT r.id AS id, -{BM25} AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ? AND {where} ORDER BY records_fts.rowid DESC "
+                f"WHERE records_fts MATCH ? {span}AND {where} ORDER BY records_fts.rowid DESC "
                 "LIMIT ?) ORDER BY score DESC, id LIMIT ?",
-                [match, *params, newest, limit],
+                [match, *span_params, *params, newest, limit],
             )
         return [(str(rid), float(score)) for rid, score in rows]
 
@@ -175,8 +196,12 @@ class PostgresRetrievalSQL(RetrievalSQL):
         rows: list[dict[str, Any]] = store.records_after(scope, rowid, limit=limit)
         return rows
 
+    def store_rows(self, store: Any) -> int:
+        # Not needed: the tsvector stage filters by scope in SQL (see lexical).
+        return 0
+
     def common_terms(
-        self, store: Any, scope: Principal, terms: Sequence[str], cap: int
+        self, store: Any, scope: Principal | None, terms: Sequence[str], cap: int
     ) -> frozenset[str]:
         # Not ported: the tsvector stage keeps every term (see _retrieval's lexical stage).
         return frozenset()
@@ -191,6 +216,7 @@ class PostgresRetrievalSQL(RetrievalSQL):
         limit: int,
         *,
         newest: int | None = None,
+        scoped: bool = False,
     ) -> list[tuple[str, float]]:
         if not terms:
             return []

@@ -20,7 +20,7 @@ from retold._retrieval import (
     extract_entities,
     query_terms,
 )
-from retold._retrieval_sql import retrieval_sql
+from retold._retrieval_sql import RetrievalSQL, retrieval_sql
 from retold._store import scoped_match
 from retold._typing import Retriever
 
@@ -377,22 +377,35 @@ async def test_common_words_leave_the_lexical_match_when_a_rarer_word_remains(
 
 
 async def test_other_principals_rows_never_make_a_word_common_for_this_one(
-    store: SQLiteStore, alice: Principal, bob: Principal
+    store: SQLiteStore, alice: Principal, bob: Principal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whether a word is common is counted in the principal's own records: bob writing
-    "weekend" a hundred times leaves it a selective word of alice's, which keeps ranking
-    her weekend notes; the lexical match reads only her postings (scope token AND)."""
+    """In a shared store (alice holds under a quarter of the rows) whether a word is common
+    is counted in her own records: bob writing "weekend" a hundred times leaves it a
+    selective word of hers, which keeps ranking her weekend notes; her lexical match reads
+    only her postings (scope token AND). Bob, who holds most rows, reads plainly."""
     plans = [add(store, alice, "weekend hike with Ada"), add(store, alice, "weekend market")]
     other = add(store, alice, "pottery class on Tuesday")
     for i in range(100):
         add(store, bob, f"bob's weekend pottery {i}")
     cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
     retriever = HybridRetriever(store, config=cfg)
-    assert retriever._common_terms(alice, ["weekend", "pottery"]) == frozenset()
-    assert retriever._common_terms(bob, ["weekend", "pottery"]) == {"weekend", "pottery"}
+    assert retriever._common_terms(["weekend", "pottery"], alice) == frozenset()
+    assert retriever._common_terms(["weekend", "pottery"], None) == {"weekend", "pottery"}
+    scoped: list[bool] = []
+
+    class Spy(RetrievalSQL):
+        def lexical(self, *args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+            scoped.append(kwargs["scoped"])
+            return super().lexical(*args, **kwargs)
+
+    monkeypatch.setattr(retriever, "dialect", Spy())
     got = await retriever.search(alice, "weekend pottery", limit=10)
     assert {c.record.id for c in got.candidates} == {*plans, other}
     assert all(c.record.principal == "alice" for c in got.candidates)
+    # alice holds 3 of 103 rows: her reads are scoped; bob's (100 of 103) are plain
+    assert scoped == [True]
+    await retriever.search(bob, "weekend pottery", limit=10)
+    assert scoped[1:] and not any(scoped[1:])
     # the index itself holds the scope: alice's token ANDed with the word finds her two
     rows = store.query_tuples(
         "SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
