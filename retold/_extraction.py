@@ -661,7 +661,8 @@ def _kind(sentence: str) -> RecordKind:
 
 
 # A sentence that describes the user themself, opening with "I'm", "I am", "I have", "I've
-# got" or "I was diagnosed" (after an optional "btw", "also", "fyi" and the like).
+# got", "I've been/was diagnosed" or "I live with" (after an optional "btw", "also", "fyi"
+# and the like).
 _SELF_DESCRIPTION = re.compile(
     r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
     r"(?:i'm|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b",
@@ -677,6 +678,9 @@ class OfflineExtractor:
     fact by keyword rules, an attribute slug for a few well-known attributes ("residence",
     "diet", "answer_style", ...) or "my X is ..." phrases, and hypothetical epistemic state
     for conditionals. Questions, assistant and tool turns and third parties' turns are skipped.
+    A sentence describing the user ("I'm dyslexic.") followed in the same turn by a standing
+    instruction ("Please always keep sentences short.") is one preference record of both: the
+    instruction keeps the reason it was given for.
     """
 
     name = "offline-rules"
