@@ -98,16 +98,11 @@ class RetrievalSQL:
         """
         if not terms:
             return frozenset()
-
-        def match(term: str) -> str:
-            text = _match([term])
-            return scoped_match(scope, text) if scope is not None else f"text : ({text})"
-
         # One statement for every term (a scalar subquery each): one read, not one per term.
         count = "(SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?))"
         rows = store.query_tuples(
             "SELECT " + ", ".join(count for _ in terms),
-            [x for term in terms for x in (match(term), cap + 1)],
+            [x for term in terms for x in (_text_match([term], scope), cap + 1)],
         )
         return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
 
@@ -136,8 +131,7 @@ class RetrievalSQL:
         """
         if not terms:
             return []
-        text = f"text : ({_match(terms)})"
-        match = scoped_match(scope, _match(terms)) if scoped else text
+        match = _text_match(terms, scope if scoped else None)
         if newest is None:
             rows = store.query_tuples(
                 f"SELECT r.id, -{BM25} AS score "
@@ -227,6 +221,13 @@ class PostgresRetrievalSQL(RetrievalSQL):
 def _match(terms: Sequence[str]) -> str:
     # Quoted terms: user text can never inject FTS5 syntax.
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _text_match(terms: Sequence[str], scope: Principal | None) -> str:
+    """An FTS5 match of any of ``terms`` in the text column, limited to ``scope``'s rows
+    (its token ANDed) when one is given."""
+    words = _match(terms)
+    return scoped_match(scope, words) if scope is not None else f"text : ({words})"
 
 
 _SQLITE = RetrievalSQL()
