@@ -48,6 +48,7 @@ from retold._activation_classifier import (
     ActivationProposal,
     ActivationRequest,
     OfflineActivationClassifier,
+    instruction_clauses,
     standing_claim,
 )
 from retold._errors import UsageError
@@ -556,12 +557,19 @@ class SemanticActivationClassifier:
         return self.rules.decide(request, category_hint=category)
 
     async def _category(self, claim: str) -> str | None:
+        """The category of the claim, or else of its instruction alone (the chat around it,
+        "small request:", "my memory is terrible", can pull the whole claim elsewhere)."""
         names = [n for n, texts in _ACTIVATION_CATEGORY_DESCRIPTIONS.items() for _ in texts]
         described = [t for texts in _ACTIVATION_CATEGORY_DESCRIPTIONS.values() for t in texts]
-        vectors = await self.embedder.embed([claim, *described, *_NOT_A_PREFERENCE])
-        scores = relevance_scores(vectors[0], vectors[1:], [], hub_weight=0.0)
-        best = max(range(len(names)), key=lambda i: (scores[i], -i))
-        other = max(scores[len(names) :])
-        if scores[best] < self.min_similarity or scores[best] < other + self.margin:
-            return None
-        return names[best]
+        texts = [claim]
+        instruction = ", ".join(instruction_clauses(claim))
+        if instruction and instruction != claim.casefold():
+            texts.append(instruction)
+        vectors = await self.embedder.embed([*texts, *described, *_NOT_A_PREFERENCE])
+        for i in range(len(texts)):
+            scores = relevance_scores(vectors[i], vectors[len(texts) :], [], hub_weight=0.0)
+            best = max(range(len(names)), key=lambda j: (scores[j], -j))
+            other = max(scores[len(names) :])
+            if scores[best] >= self.min_similarity and scores[best] >= other + self.margin:
+                return names[best]
+        return None

@@ -11,13 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._activation_rules import (
     _IF_IDIOM,
     _WORD,
+    _addressed,
     _disqualified,
     _negated,
     _normalise_text,
     _standing_request,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
-from ._lexicon import LANGUAGE_NAMES
+from ._lexicon import CONCESSIONS, FOREIGN_IMPERATIVES, FOREIGN_STANDING, LANGUAGE_NAMES
 from ._records import EvidenceRef
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ActivationProposal",
     "ActivationRequest",
     "OfflineActivationClassifier",
+    "instruction_clauses",
     "standing_claim",
 ]
 
@@ -99,7 +101,7 @@ class ActivationClassifier(Protocol):
 
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
-        r"\b(?:screen ?readers?|dyslexi[ac]\w*|large (?:print|font|text)|bigger (?:font|text)|"
+        r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|large (?:print|font|text)|bigger (?:font|text)|"
         r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
         r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
         r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
@@ -110,7 +112,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*)\b"
     ),
     "response_language": re.compile(
-        rf"\b(?:in|into|using|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
         rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
     ),
@@ -158,7 +160,8 @@ _TRIGGER = re.compile(
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
-    r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über)\b"
+    r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
+    r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro)\b"
 )
 # A condition on the reply itself rather than on a topic, time or channel: "for long
 # replies", "when you list steps", "if the answer is long". The instruction still applies
@@ -177,6 +180,12 @@ _RESPONSE_CONDITION = re.compile(
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
     rf"(?:long(?:er)?|lengthy|short|big|complex|detailed)\b|"
+    # what a reply holds: "whenever there are numbers in an answer", "when your answer has
+    # a list"
+    rf"\bwhen(?:ever)?\s+there\s+(?:is|are)\s+(?:[^\W\d_]+\s+){{1,3}}in\s+(?:an?|the|your|any)\s+"
+    rf"{_RESPONSE_FORM}\b|"
+    rf"\b(?:when(?:ever)?|if)\s+(?:an?|the|your)\s+{_RESPONSE_FORM}\s+(?:has|have|contains?|"
+    rf"includes?)\b|"
     # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
     # about X", which names a topic)
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
@@ -188,7 +197,7 @@ _RESPONSE_CONDITION = re.compile(
     # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
     # I'm casual" (a concession: the rule holds in that case too)
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
-    r"\beven (?:when|if)\b|"
+    rf"\b(?:{CONCESSIONS})\b|"
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
 )
 # A one-off request about a text at hand ("please shorten this client brief", "translate
@@ -217,7 +226,8 @@ _STANDING = re.compile(
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
-    r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad)\b"
+    r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
+    r"moze)\b"
 )
 _INSTRUCTION_VERBS = (
     r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
@@ -238,18 +248,11 @@ _INSTRUCTION_ANYWHERE = re.compile(
     rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
     r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
     r"you never need to)\b|"
-    r"\b(?:respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
-    r"responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
-    r"répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
-    r"schreibe|jawab do|baat karo|likho|bolo)\b|"
-    r"\b(?:siempre|sempre|toujours|immer|por favor|s'il te plaît|s'il vous plaît|bitte|"
-    r"a partir de ahora|de ahora en adelante|à partir de maintenant|a partir de maintenant|"
-    r"désormais|dorénavant|ab jetzt|von nun an|ab sofort|a partir de agora|"
-    r"de agora em diante|daqui (?:pra|para) frente|hamesha|ab se)\b"
+    rf"\b(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})\b"
 )
 _PREFERENCE_FORM = re.compile(
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
-    r"(?:like|want|prefer|need|require|rather)\b|"
+    r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
     r"\b(?:helps?|works? (?:better|best)|(?:is|are) (?:easier|easiest|best))(?: for)? me\b"
@@ -341,6 +344,22 @@ def _explicit_instruction(claim: str) -> bool:
     return any(_IMPERATIVE_START.search(c) for c in _CLAUSE_SPLIT.split(claim) if c)
 
 
+def instruction_clauses(claim: str) -> list[str]:
+    """The clauses of ``claim`` phrased as an instruction to the assistant (normalised):
+    "small request: end your answers with a recap, always" -> ["end your answers with a
+    recap", "always"]; none for a claim with no recognisable instruction."""
+    clauses = [c for c in _CLAUSE_SPLIT.split(_normalise_text(claim)) if c]
+    return [c for c in clauses if _explicit_instruction(c) or _STANDING.fullmatch(c)]
+
+
+def _hedged(claim: str) -> bool:
+    """Whether the instruction in ``claim`` is hedged ("maybe answer in Spanish
+    sometimes"). A hedge in another clause leaves it firm: "I write to you in Hindi
+    sometimes, but please reply in English always". With no clause recognisable as the
+    instruction, a hedge anywhere counts."""
+    return any(_HEDGE.search(c) for c in instruction_clauses(claim) or [claim])
+
+
 def _categories(claim: str) -> list[str]:
     """The allowlisted categories whose keywords ``claim`` (normalised) contains."""
     found = [name for name, pat in _CATEGORY_PATTERNS.items() if pat.search(claim)]
@@ -406,11 +425,12 @@ class OfflineActivationClassifier:
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"
             )
-        if _HEDGE.search(claim):
+        if _hedged(claim):
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
-        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", _IF_IDIOM.sub(" ", claim))):
+        instruction = " ".join(_addressed(claim, reasons_only=True))
+        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", _IF_IDIOM.sub(" ", instruction))):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )

@@ -2,10 +2,10 @@
 
 The matching rule of step 2 (:func:`find_supporting_claim`) is lexical and deterministic:
 the turn is split into sentences (a claim may span up to three consecutive ones, all of which
-must qualify; the shortest span wins); a sentence is skipped when it is a question (unless it is
-a standing request such as "can you always ...?" or "could you ... from now on?"),
-hypothetical ("if", "suppose", "imagine", ...; idioms such as "if needed" do not count),
-about a third party (third-person pronouns other than "I find them ...", or a subject
+must qualify; the span stating most of the record's content words wins, then the shortest);
+a sentence is skipped when it is a question (unless it is a standing request such as "can
+you always ...?" or "could you ... from now on?"), hypothetical ("if", "suppose", "imagine",
+...; idioms such as "if needed" do not count), about a third party (third-person pronouns other than "I find them ...", or a subject
 other than "I" before a reporting/preference verb such as "wants" or "said"), or differs
 from the record in negation. The record's content words (stop words and generic preference
 verbs removed, light suffix stemming) must then be found in the sentence: at least
@@ -88,7 +88,8 @@ _THING_PRONOUN = re.compile(
     r"receive|check|scroll through)\s+them\b(?!\s+to\b)|"
     # "them" as the object of an instruction about the reply's parts ("when you list steps,
     # number them"): a thing, not a third party
-    r"\b(?:number|keep|make|put|list|break|split|format|label|order|sort|bold|shorten)\s+them\b"
+    r"\b(?:number|keep|make|put|list|break|split|format|label|order|sort|bold|shorten|write|"
+    r"spell|round|convert|translate|explain|highlight)\s+them\b"
 )
 # A polite request phrased as a question ("can you generally ...?", "could you answer me in
 # Japanese from now on?") is a direct instruction when it says the request is standing.
@@ -161,6 +162,44 @@ def _standing_request(sentence: str) -> bool:
     return bool(_REQUEST_QUESTION.search(text)) and bool(_STANDING.search(text))
 
 
+# Where a sentence's clauses part: punctuation, or a conjunction that opens a reason or
+# a result ("..., so I can check them", "... because they get read out").
+_CLAUSE_BREAK = frozenset({",", ";", ":", "so", "because", "since", "as", "cause", "cos"})
+_ADDRESSEE = frozenset({"you", "your", "yours", "yourself"})
+
+
+_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[,;:]")
+# What opens a clause of its own (a subject): "..., they look unprofessional when I forward
+# them", "..., I still cook the old way".
+_SUBJECT = frozenset(
+    "i i'm i've i'd he she it it's they they're we we're that that's this these those my "
+    "his her their our".split()
+)
+
+
+def _addressed(sentence: str, *, reasons_only: bool = False) -> list[str]:
+    """The words of ``sentence`` up to the end of the last clause that addresses the
+    assistant ("you", "your"): what follows is the speaker's reason ("..., they get read
+    out one by one", "so I can check them"), whose pronouns are about things, not whose
+    instruction it is. Every word when no clause addresses the assistant.
+
+    With ``reasons_only``, a following clause is cut only where it opens with a subject of
+    its own ("..., they look unprofessional when I forward them"): "..., when we talk about
+    work" still conditions the instruction.
+    """
+    tokens = _TOKEN.findall(_normalise_text(sentence))
+    last = max((i for i, w in enumerate(tokens) if w in _ADDRESSEE), default=None)
+    if last is not None:
+        for i in range(last + 1, len(tokens)):
+            if tokens[i] not in _CLAUSE_BREAK:
+                continue
+            opener = next((w for w in tokens[i + 1 :] if w not in _CLAUSE_BREAK), "")
+            if not reasons_only or tokens[i].isalpha() or opener in _SUBJECT:
+                tokens = tokens[:i]
+                break
+    return [w for w in tokens if w not in _CLAUSE_BREAK or w.isalpha()]
+
+
 def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
     if sentence.rstrip().endswith("?") and not _standing_request(sentence):
@@ -168,7 +207,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or "what if" in " ".join(words):
         return "hypothetical"
-    pronouns = _THING_PRONOUN.sub(" ", " ".join(words)).split()
+    pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", _normalise_text(sentence))):
@@ -313,7 +352,11 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     sentences = _sentences(own_words(turn_text))
     usable = [_disqualified(s, _words(s)) is None for s in sentences]
     # A record may span consecutive sentences of the turn ("use metric units, always; I never
-    # know what a foot is"): the shortest run of usable sentences that states it is the claim.
+    # know what a foot is"): the run of usable sentences that states most of it is the claim
+    # (the shortest such run, then the first). So a record the extractor kept whole ("I'm
+    # dyslexic. Please keep sentences short.") is classified on the whole of what it says,
+    # not on its instruction alone.
+    best: ClaimMatch | None = None
     for span in range(1, _MAX_CLAIM_SENTENCES + 1):
         for index in range(len(sentences) - span + 1):
             if not all(usable[index : index + span]):
@@ -323,11 +366,13 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
             if _negated(words) != record_negated:
                 continue
             matched = len(wanted & {_stem(w) for w in words})
-            if matched >= need and matched / len(wanted) >= 0.6:
-                return ClaimMatch(
+            if matched < need or matched / len(wanted) < 0.6:
+                continue
+            if best is None or matched > best.matched:
+                best = ClaimMatch(
                     sentence_index=index, sentence=sentence, matched=matched, of=len(wanted)
                 )
-    return None
+    return best
 
 
 def _is_principal_turn(turn: TranscriptTurn, scope: Principal) -> bool:

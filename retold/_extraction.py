@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import standing_instruction
 from ._errors import InvalidInputError
-from ._lexicon import LANGUAGE_NAMES
+from ._lexicon import FOREIGN_IMPERATIVES, FOREIGN_STANDING, LANGUAGE_NAMES
 from ._records import (
     SEMANTIC_KINDS,
     Activation,
@@ -584,18 +584,9 @@ _STATE_KINDS = {
     "response_language": RecordKind.PREFERENCE,
     "accessibility": RecordKind.PREFERENCE,
 }
-# The same kind of instruction in the other languages the offline rules read (Spanish,
-# Portuguese, French, German, Hindi in Latin script): imperatives and "always"/"from now on".
-_FOREIGN_INSTRUCTION = re.compile(
-    r"\b(?:respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
-    r"responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
-    r"répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
-    r"schreibe|jawab do|baat karo|likho|bolo|siempre|sempre|toujours|immer|por favor|"
-    r"s'il te plaît|s'il vous plaît|bitte|a partir de ahora|de ahora en adelante|"
-    r"à partir de maintenant|a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|"
-    r"ab sofort|a partir de agora|de agora em diante|hamesha|ab se)\b",
-    re.I,
-)
+# The same kind of instruction in the other languages the offline rules read (see
+# ``_lexicon``): imperatives, "always", "from now on" and "please".
+_FOREIGN_INSTRUCTION = re.compile(rf"\b(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})\b", re.I)
 _MY_NOUN = re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are|was)\b", re.I)
 _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
 
