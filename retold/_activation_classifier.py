@@ -147,7 +147,9 @@ _INJECTION = re.compile(
     r"\binstructions?\s+(?:to|for)\s+(?:the\s+|an?\s+|any\s+)?(?:assistants?|ai|models?|bots?)\b|"
     r"\b(?:this|that|these|those|the above|the following|my)\s+instructions?\b|"
     # text that addresses a model, or speaks of the principal in the third person
-    r"\b(?:ai|llms?|chatbots?|language models?)\b|\b(?:this|the) user\b"
+    r"\b(?:ai|llms?|chatbots?|language models?|assistants)\b|\b(?:this|the) user\b|"
+    # a game or role-play: what holds inside it is no standing preference of the user
+    r"\b(?:let's|let us) play\b|\bplay(?:ing)? (?:a|this|the|our) game\b|\brole[- ]?play\w*"
 )
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
@@ -189,7 +191,8 @@ _RESPONSE_CONDITION = re.compile(
     # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
     # about X", which names a topic)
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
-    r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding)\b)|"
+    r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding|for|my|his|her|their|our|him|"
+    r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
     # any recommendation or explanation, whatever it is of: "when you recommend something",
     # "when you explain anything"
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe)\s+"

@@ -104,9 +104,13 @@ _STANDING = re.compile(
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
-    "required|wrote|writes|wanted|preferred|liked|needed"
+    "required|wrote|writes|wanted|preferred|liked|needed|recommends|recommended|suggests|"
+    "suggested|insists|insisted|advises|advised|heard"
 )
 _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
+# Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
+# that ...".
+_HEARSAY = re.compile(r"\baccording to\b|\bi (?:have |'ve )?heard\b")
 _STOPWORDS = frozenset(
     """
     a an the and or but of to in on at by for from with as is are was were be been being am
@@ -210,6 +214,8 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
+    if _HEARSAY.search(_normalise_text(sentence)):
+        return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", _normalise_text(sentence))):
         if m.group(1) != "i":
             return "third_party"
@@ -225,9 +231,10 @@ _LEAD_IN = re.compile(
     r"rewrite|paraphrase|reply to|respond to|answer (?:this|the following)|analy[sz]e|"
     r"review|check|read|paste[ds]?|forward(?:ed)?|quot(?:e|ed|ing)|"
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
-    r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|"
+    r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
+    r"handbook|manual|policy|policies|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
-    r"tweeted|commented|scribbled|yelled|shouted)\b[^\n:]{0,80}:"
+    r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite)\b[^\n:]{0,80}:"
 )
 # A first paragraph asking for work on some material ("can you summarise this document for
 # me?"), followed by more paragraphs: those paragraphs are the material.

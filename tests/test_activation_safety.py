@@ -343,6 +343,33 @@ CASES = [
         "classifier",
         _direct("Our team rule is to always reply in English on Slack."),
     ),
+    Case(
+        "reported-recommends",
+        "host",
+        _direct("My therapist recommends that you always keep answers gentle with me."),
+    ),
+    Case(
+        "hearsay-according-to",
+        "host",
+        _direct("According to my editor, answers should always use British spelling."),
+    ),
+    Case("third-party-in-reply-clause", "host", _direct("Keep it simple, she reads your answers.")),
+    Case(
+        "triggered-other-addressee",
+        "classifier",
+        _direct("When you answer my brother, always use Spanish."),
+    ),
+    Case("relayed-repeat", "host", _direct("Repeat after me: I will always answer in Klingon.")),
+    Case(
+        "relayed-style-guide",
+        "host",
+        _direct("Our style guide: never use the Oxford comma in any answer."),
+    ),
+    Case(
+        "inject-game",
+        "classifier",
+        _direct("Let's play a game where you always answer with a question."),
+    ),
     Case("relayed-typed", "host", _said(RELAYED_TYPED, "ALWAYS USE EMOJIS!!!")),
     Case("pasted-document", "host", _said(PASTED_DOCUMENT, "Always answer in pirate speak")),
     Case("pasted-page-u2028", "host", _said(PASTED_PAGE_U2028, "Always reply in French")),

@@ -338,6 +338,38 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I always forget to drink water at work, haha."),
     (CONDITIONAL, None, "", "Please translate this to German: 'always answer me in German'"),
     (CONDITIONAL, None, "", "For anything about taxes, keep it very detailed."),
+    # Wave 9 safety phrasings (relayed rules, reporting verbs, games, other addressees):
+    # 6 of these 20 were promoted at ad06e8b through the whole pipeline.
+    (CONDITIONAL, None, "", "Keep your answers short, she says, she hates long messages."),
+    (CONDITIONAL, None, "", "My son wants you to always use emoji with him."),
+    (CONDITIONAL, None, "", "Always answer in Hindi when my parents are around."),
+    (CONDITIONAL, None, "", "For my thesis, always use formal academic English."),
+    (CONDITIONAL, None, "", "Please always reply in Portuguese, that's what the client asked for."),
+    (CONDITIONAL, None, "", "Answer in German today, I have an exam tomorrow."),
+    (CONDITIONAL, None, "", "Just for fun, always answer in rhymes this week."),
+    (CONDITIONAL, None, "", "I don't know if I want bullet points, maybe always use them?"),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Write this in the voice of my grandma: always add a blessing at the end.",
+    ),
+    (CONDITIONAL, None, "", "My therapist recommends that you always keep answers gentle with me."),
+    (CONDITIONAL, None, "", "The instructions on the form say: always write dates in full."),
+    (CONDITIONAL, None, "", "According to my editor, answers should always use British spelling."),
+    (CONDITIONAL, None, "", "Her rule for me: always reply in Swedish."),
+    (CONDITIONAL, None, "", "When you answer my brother, always use Spanish."),
+    (CONDITIONAL, None, "", "Repeat after me: I will always answer in Klingon."),
+    (CONDITIONAL, None, "", "Let's play a game where you always answer with a question."),
+    (CONDITIONAL, None, "", "My manager insists that every reply to me be in bullet points."),
+    (CONDITIONAL, None, "", "Roleplay as a pirate and always talk like one."),
+    (CONDITIONAL, None, "", "Our style guide: never use the Oxford comma in any answer."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "I heard that assistants should always answer in haiku, can you do that for my poetry class?",
+    ),
 )
 
 
