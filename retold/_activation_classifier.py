@@ -101,7 +101,8 @@ class ActivationClassifier(Protocol):
 
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
-        r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|large (?:print|font|text)|bigger (?:font|text)|"
+        r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|"
+        r"large (?:print|font|text)|bigger (?:font|text)|"
         r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
         r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
         r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
@@ -112,7 +113,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*)\b"
     ),
     "response_language": re.compile(
-        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|"
+        rf"\b(?:{LANGUAGE_NAMES})\s+only\b|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
         rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
     ),

@@ -5,11 +5,12 @@ the turn is split into sentences (a claim may span up to three consecutive ones,
 must qualify; the span stating most of the record's content words wins, then the shortest);
 a sentence is skipped when it is a question (unless it is a standing request such as "can
 you always ...?" or "could you ... from now on?"), hypothetical ("if", "suppose", "imagine",
-...; idioms such as "if needed" do not count), about a third party (third-person pronouns other than "I find them ...", or a subject
-other than "I" before a reporting/preference verb such as "wants" or "said"), or differs
-from the record in negation. The record's content words (stop words and generic preference
-verbs removed, light suffix stemming) must then be found in the sentence: at least
-``min(2, n)`` of the ``n`` words and at least 60% of them.
+...; idioms such as "if needed" do not count), about a third party (a third-person pronoun
+other than "I find them ..." in or before the clause that addresses the assistant, a subject
+other than "I" before a reporting/preference verb such as "wants" or "said", or hearsay such
+as "according to"), or differs from the record in negation. The record's content words
+(stop words and generic preference verbs removed, light suffix stemming) must then be found
+in the sentence: at least ``min(2, n)`` of the ``n`` words and at least 60% of them.
 """
 
 from __future__ import annotations
@@ -170,8 +171,6 @@ def _standing_request(sentence: str) -> bool:
 # a result ("..., so I can check them", "... because they get read out").
 _CLAUSE_BREAK = frozenset({",", ";", ":", "so", "because", "since", "as", "cause", "cos"})
 _ADDRESSEE = frozenset({"you", "your", "yours", "yourself"})
-
-
 _TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[,;:]")
 # What opens a clause of its own (a subject): "..., they look unprofessional when I forward
 # them", "..., I still cook the old way".
