@@ -15,7 +15,9 @@ from ._activation_rules import (
     _disqualified,
     _negated,
     _normalise_text,
+    _sentences,
     _standing_request,
+    _words,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import CONCESSIONS, FOREIGN_IMPERATIVES, FOREIGN_STANDING, LANGUAGE_NAMES
@@ -227,7 +229,9 @@ _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
     r"(?:each|every) (?:time|answer|reply|response|message)|"
-    r"no matter (?:what|the topic|the subject))\b"
+    r"no matter (?:what|the topic|the subject))\b|"
+    # "no emoji, ever": a trailing "ever" after a pause
+    r",\s*ever\b"
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
@@ -244,7 +248,9 @@ _INSTRUCTION_VERBS = (
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
     r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
-    rf"(?:{_INSTRUCTION_VERBS})\b"
+    rf"(?:(?:{_INSTRUCTION_VERBS})\b|"
+    # a prohibition with no verb: "no emoji in your answers", "no headings"
+    r"no\s+(?=[^\W\d_]))"
 )
 # An instruction marker anywhere in the sentence ("..., so please always explain things
 # simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
@@ -349,12 +355,18 @@ def _explicit_instruction(claim: str) -> bool:
     return any(_IMPERATIVE_START.search(c) for c in _CLAUSE_SPLIT.split(claim) if c)
 
 
+def _instructs(clause: str) -> bool:
+    """Whether ``clause`` (normalised) carries the instruction: an instruction form, or a
+    standing marker on its own ("..., every time")."""
+    return _explicit_instruction(clause) or bool(_STANDING.fullmatch(clause))
+
+
 def instruction_clauses(claim: str) -> list[str]:
     """The clauses of ``claim`` phrased as an instruction to the assistant (normalised):
     "small request: end your answers with a recap, always" -> ["end your answers with a
     recap", "always"]; none for a claim with no recognisable instruction."""
     clauses = [c for c in _CLAUSE_SPLIT.split(_normalise_text(claim)) if c]
-    return [c for c in clauses if _explicit_instruction(c) or _STANDING.fullmatch(c)]
+    return [c for c in clauses if _instructs(c)]
 
 
 def _hedged(claim: str) -> bool:
@@ -403,12 +415,12 @@ class OfflineActivationClassifier:
         withdrawal, one-off, hedge, trigger, explicit instruction) still decides.
         """
         claim = _normalise_text(request.claim)
-        words = _WORD.findall(claim)
         if _INJECTION.search(claim):
             return ActivationProposal(
                 decision="review", confidence=0.95, reason="possible_instruction_injection"
             )
-        if _disqualified(request.claim, words) is not None:
+        # Sentence by sentence, as the host verified them: "I'm blind. Could you always ...?"
+        if any(_disqualified(s, _words(s)) for s in _sentences(request.claim)):
             return ActivationProposal(decision="review", confidence=0.9, reason="not_first_person")
         if _is_withdrawal(request.claim):
             return ActivationProposal(
@@ -434,7 +446,7 @@ class OfflineActivationClassifier:
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
-        instruction = " ".join(_addressed(claim, reasons_only=True))
+        instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
         if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", _IF_IDIOM.sub(" ", instruction))):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,7 +65,6 @@ _HYPOTHETICAL = frozenset(
         "pretend",
         "pretending",
         "unless",
-        "whether",
     }
 )
 _THIRD_PERSON = frozenset(
@@ -112,6 +111,13 @@ _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
 _HEARSAY = re.compile(r"\baccording to\b|\bi (?:have |'ve )?heard\b")
+# Someone else's habit, not an instruction: "my kids always answer me in English", "our
+# teacher writes in French".
+_OTHERS_DO = re.compile(
+    r"^\W*(?:my|our|his|her|their)\s+[^\W\d_]+(?:\s+[^\W\d_]+)?\s+"
+    r"(?:(?:always|never|usually|often|sometimes|also|only)\s+)?"
+    r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b"
+)
 _STOPWORDS = frozenset(
     """
     a an the and or but of to in on at by for from with as is are was were be been being am
@@ -180,11 +186,14 @@ _SUBJECT = frozenset(
 )
 
 
-def _addressed(sentence: str, *, reasons_only: bool = False) -> list[str]:
+def _addressed(
+    sentence: str, *, reasons_only: bool = False, ends: Callable[[str], bool] | None = None
+) -> list[str]:
     """The words of ``sentence`` up to the end of the last clause that addresses the
-    assistant ("you", "your"): what follows is the speaker's reason ("..., they get read
-    out one by one", "so I can check them"), whose pronouns are about things, not whose
-    instruction it is. Every word when no clause addresses the assistant.
+    assistant ("you", "your", or a clause ``ends`` accepts): what follows is the speaker's
+    reason ("..., they get read out one by one", "so I can check them"), whose pronouns are
+    about things, not whose instruction it is. Every word when no clause addresses the
+    assistant.
 
     With ``reasons_only``, a following clause is cut only where it opens with a subject of
     its own ("..., they look unprofessional when I forward them"): "..., when we talk about
@@ -192,6 +201,13 @@ def _addressed(sentence: str, *, reasons_only: bool = False) -> list[str]:
     """
     tokens = _TOKEN.findall(_normalise_text(sentence))
     last = max((i for i, w in enumerate(tokens) if w in _ADDRESSEE), default=None)
+    if ends is not None:
+        start = 0
+        for i, w in enumerate([*tokens, ","]):
+            if w in _CLAUSE_BREAK and not w.isalpha():
+                if i > start and ends(" ".join(tokens[start:i])) and (last is None or i > last):
+                    last = i - 1
+                start = i + 1
     if last is not None:
         for i in range(last + 1, len(tokens)):
             if tokens[i] not in _CLAUSE_BREAK:
@@ -213,7 +229,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
-    if _HEARSAY.search(_normalise_text(sentence)):
+    if _HEARSAY.search(_normalise_text(sentence)) or _OTHERS_DO.search(_normalise_text(sentence)):
         return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", _normalise_text(sentence))):
         if m.group(1) != "i":

@@ -717,6 +717,7 @@ class OfflineExtractor:
                     _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)
                     or instruction
+                    or standing_instruction(sentence)
                     or withdrawal
                     or _RULE.search(sentence)
                 ):

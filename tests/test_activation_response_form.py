@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from retold._activation_classifier import (
@@ -11,7 +13,8 @@ from retold._activation_classifier import (
     standing_instruction,
 )
 from retold._activation_rules import find_supporting_claim
-from retold._records import EvidenceRef
+from retold._extraction import OfflineExtractor
+from retold._records import EvidenceRef, Role, TranscriptTurn
 
 
 def _classify(text: str) -> tuple[str, str | None]:
@@ -294,3 +297,57 @@ def test_the_claim_is_the_span_stating_most_of_the_record() -> None:
     # The instruction alone still verifies on its own sentence.
     only = find_supporting_claim("Keep your sentences short and simple, always.", turn)
     assert only is not None and only.sentence == "Keep your sentences short and simple, always."
+
+
+def test_a_reason_after_a_standing_marker_clause_holds_no_trigger() -> None:
+    """'..., every time, I can't do paragraphs at work': the work is the reason, not when."""
+    text = "bullets pls, every time, I can't do paragraphs at work"
+    assert _classify(text) == ("promote", "answer_style")
+    assert _classify("bullets pls, at work")[0] != "promote"
+
+
+def test_a_claim_of_a_need_and_a_standing_request_question_is_judged_per_sentence() -> None:
+    text = (
+        "I'm blind and use a screen reader. Could you always describe images in words and "
+        "skip the ASCII diagrams?"
+    )
+    assert _classify(text) == ("promote", "accessibility")
+    assert _classify("I'm blind. Could you describe this image?")[0] != "promote"
+
+
+def test_a_verbless_prohibition_with_a_trailing_ever_is_a_standing_instruction() -> None:
+    assert _classify("no emoji in your answers, ever.") == ("promote", "answer_style")
+    assert standing_instruction("no headings, ever.")
+    assert not standing_instruction("no problem at all.")
+
+
+def test_the_extractor_keeps_a_verbless_standing_request() -> None:
+    turn = TranscriptTurn(
+        session_id="s",
+        turn_index=0,
+        role=Role.USER,
+        text="Grew up in Canada so I'm hopeless with imperial. Metric units in every answer, please.",
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    texts = [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    assert "Metric units in every answer, please." in texts
+
+
+def test_whether_is_an_indirect_question_not_a_hypothetical() -> None:
+    text = (
+        "Put a one-line summary at the top of every answer, I decide from that whether to read on."
+    )
+    match = find_supporting_claim(text, text)
+    assert match is not None
+    assert _classify(match.sentence) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My kids always answer me in English even though we speak Hindi at home.",
+        "Our teacher writes in French, always.",
+    ],
+)
+def test_someone_elses_habit_is_not_an_instruction(text: str) -> None:
+    assert _classify(text)[0] != "promote"
