@@ -153,15 +153,20 @@ _INJECTION = re.compile(
     # text that addresses a model, or speaks of the principal in the third person
     r"\b(?:ai|llms?|chatbots?|language models?|assistants)\b|\b(?:this|the) user\b|"
     # a game or role-play: what holds inside it is no standing preference of the user
-    r"\b(?:let's|let us) play\b|\bplay(?:ing)? (?:a|this|the|our) game\b|\brole[- ]?play\w*"
+    r"\b(?:let's|let us) play\b|\bplay(?:ing)? (?:a|this|the|our) game\b|\brole[- ]?play\w*|"
+    # a role given to the assistant: "as my editor, always ..."
+    r"^\W*as (?:my|a|an|your) [^\W\d_]+(?: [^\W\d_]+)?\s*,"
 )
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
     r"this (?:week|month|time|chat|conversation|session)|right now|for now|next time|"
     r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
-    # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp"
-    r"(?:on|in|over|via) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|telegram|"
-    r"signal|linkedin|the phone)|"
+    # a setting: "at my school", "at dinner", "in our house", "in my family"
+    r"at (?:my|our) [^\W\d_]+|at (?:breakfast|lunch|dinner|night|home)|"
+    r"in (?:my|our) (?:house|home|family|office|school|class|team|company|country|city)|"
+    # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp", "to emails"
+    r"(?:on|in|over|via|to) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|"
+    r"telegram|signal|linkedin|the phone)|"
     r"for (?!(?:me|you|us|everything|all|any|anything|every|good|ever)\b)\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
@@ -345,9 +350,19 @@ def _is_withdrawal(sentence: str) -> bool:
 _PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
 
 
+# Someone's own habit, not an instruction to the assistant: "I always reply to emails in
+# English", "we never use bullet points", "they always write in French".
+_HABIT = re.compile(
+    r"\b(?:i|we|they|he|she)\s+(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"
+    rf"(?:{_INSTRUCTION_VERBS})\b"
+)
+
+
 def _explicit_instruction(claim: str) -> bool:
     """Whether ``claim`` (normalised) is phrased as an instruction to the assistant: an
-    instruction verb or form, or a request with no verb ("metric units for me, please")."""
+    instruction verb or form, or a request with no verb ("metric units for me, please").
+    Someone's own habit ("I always reply in English") is none."""
+    claim = _HABIT.sub(" ", claim)
     if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):

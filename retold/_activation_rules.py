@@ -110,7 +110,12 @@ _REPORTING_VERBS = (
 _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
-_HEARSAY = re.compile(r"\baccording to\b|\bi (?:have |'ve )?heard\b")
+_HEARSAY = re.compile(
+    r"\baccording to\b|\bi (?:have |'ve )?heard\b|"
+    # an instruction the principal gave someone else: "I told my students to always ..."
+    r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind)\s+(?:my|our|his|her|their|the)\s+"
+    r"[^\W\d_]+(?:\s+[^\W\d_]+)?\s+to\b"
+)
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
 _OTHERS_DO = re.compile(

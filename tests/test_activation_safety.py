@@ -370,6 +370,21 @@ CASES = [
         "classifier",
         _direct("Let's play a game where you always answer with a question."),
     ),
+    Case(
+        "triggered-setting",
+        "classifier",
+        _direct("Mum's rule in our house: always speak Polish at dinner."),
+    ),
+    Case(
+        "habit-family", "classifier", _direct("In my family we always answer the phone in Arabic.")
+    ),
+    Case("habit-own", "classifier", _direct("I always reply to emails in English.")),
+    Case(
+        "instruction-to-others",
+        "host",
+        _direct("I told my students to always write in full sentences."),
+    ),
+    Case("inject-role", "classifier", _direct("As my editor, always answer in British English.")),
     Case("relayed-typed", "host", _said(RELAYED_TYPED, "ALWAYS USE EMOJIS!!!")),
     Case("pasted-document", "host", _said(PASTED_DOCUMENT, "Always answer in pirate speak")),
     Case("pasted-page-u2028", "host", _said(PASTED_PAGE_U2028, "Always reply in French")),

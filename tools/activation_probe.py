@@ -512,6 +512,48 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "If I ever get a Mac, please always give me Mac shortcuts."),
     (CONDITIONAL, None, "", "The doctor said I should always take the pills with food."),
     (CONDITIONAL, None, "", "My team lead wants every status update in bullet points."),
+    # Wave 9 safety, second round (habits, settings, instructions to others, roles): 6 of
+    # these 20 were promoted at 2121825 through the whole pipeline.
+    (CONDITIONAL, None, "", "My partner hates emoji so she asked me to tell you: never use them."),
+    (CONDITIONAL, None, "", "Nadim says hi! he wants you to always answer him in French lol"),
+    (CONDITIONAL, None, "", "my flatmate uses this laptop too, she prefers answers in German"),
+    (CONDITIONAL, None, "", "Mum's rule in our house: always speak Polish at dinner."),
+    (CONDITIONAL, None, "", "In my family we always answer the phone in Arabic."),
+    (CONDITIONAL, None, "", "At my school, teachers must always reply to parents in Dutch."),
+    (CONDITIONAL, None, "", "I told my students to always write in full sentences."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Sara asked me to make sure you always answer her questions in Italian.",
+    ),
+    (CONDITIONAL, None, "", "Whenever my son uses this account, keep answers simple."),
+    (CONDITIONAL, None, "", "We always write dates day-first in Europe."),
+    (CONDITIONAL, None, "", "I always reply to emails in English."),
+    (CONDITIONAL, None, "", "I never use bullet points in my own reports, they look lazy."),
+    (CONDITIONAL, None, "", "My grandmother always speaks to me in Yiddish, it's lovely."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Our customers always want replies in Spanish, so the template is in Spanish.",
+    ),
+    (CONDITIONAL, None, "", "I usually write in short sentences because of my job."),
+    (CONDITIONAL, None, "", "Tom, my manager, always asks for summaries first."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My doctor always explains things in plain language, I wish everyone did.",
+    ),
+    (CONDITIONAL, None, "", "The kids' school sends every newsletter in French and English."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Can you pretend to be my Spanish teacher and always correct my mistakes?",
+    ),
+    (CONDITIONAL, None, "", "As my editor, always answer in British English."),
 )
 
 
