@@ -20,7 +20,18 @@ from ._activation_rules import (
     _words,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
-from ._lexicon import CONCESSIONS, FOREIGN_IMPERATIVES, FOREIGN_STANDING, LANGUAGE_NAMES
+from ._lexicon import (
+    CJK_INSTRUCTION,
+    CJK_LANGUAGES,
+    CJK_TRIGGERS,
+    CONCESSIONS,
+    FOREIGN_ALWAYS,
+    FOREIGN_IMPERATIVES,
+    FOREIGN_STANDING,
+    FOREIGN_TRIGGERS,
+    LANGUAGE_NAMES,
+    NON_LATIN_LANGUAGES,
+)
 from ._records import EvidenceRef
 
 __all__ = [
@@ -118,7 +129,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|"
         rf"\b(?:{LANGUAGE_NAMES})\s+only\b|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
-        rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b"
+        rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
+        rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}"
     ),
     "answer_style": re.compile(
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
@@ -172,7 +184,8 @@ _TRIGGER = re.compile(
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
-    r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro)\b"
+    r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro)\b|"
+    rf"(?<!\w)(?:{FOREIGN_TRIGGERS})(?!\w)|{CJK_TRIGGERS}"
 )
 # A condition on the reply itself rather than on a topic, time or channel: "for long
 # replies", "when you list steps", "if the answer is long". The instruction still applies
@@ -235,6 +248,7 @@ _STANDING = re.compile(
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
     r"(?:each|every) (?:time|answer|reply|response|message)|"
     r"no matter (?:what|the topic|the subject))\b|"
+    rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # "no emoji, ever": a trailing "ever" after a pause
     r",\s*ever\b"
 )
@@ -264,7 +278,7 @@ _INSTRUCTION_ANYWHERE = re.compile(
     rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
     r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
     r"you never need to)\b|"
-    rf"\b(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})\b"
+    rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})(?!\w)|{CJK_INSTRUCTION}"
 )
 _PREFERENCE_FORM = re.compile(
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"

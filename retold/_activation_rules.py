@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from ._lexicon import FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
 from ._records import (
     Principal,
     Record,
@@ -51,7 +52,7 @@ class ClaimMatch(BaseModel):
 # -- deterministic text rules -----------------------------------------------------------
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|[\u0085\u2028\u2029]+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？।])\s*|\n+|[\u0085\u2028\u2029]+")
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "without", "cannot"})
 _HYPOTHETICAL = frozenset(
     {
@@ -121,7 +122,12 @@ _HEARSAY = re.compile(
 _OTHERS_DO = re.compile(
     r"^\W*(?:my|our|his|her|their)\s+[^\W\d_]+(?:\s+[^\W\d_]+)?\s+"
     r"(?:(?:always|never|usually|often|sometimes|also|only)\s+)?"
-    r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b"
+    r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b|"
+    # the same in the other languages the rules read, whose third person often looks like
+    # the imperative ("Mi madre siempre me contesta en español")
+    r"^\W*(?:mi|mis|ma|mon|mes|mein|meine|mia|mio|minha|meu|mijn|moja|mój|моя|мой|мій)\s+"
+    rf"[^\W\d_]+\s+(?:(?:{FOREIGN_ALWAYS})\s+)?(?:(?:me|mi|mir|me|мне|мені)\s+)?"
+    rf"(?:{FOREIGN_IMPERATIVES})(?!\w)"
 )
 _STOPWORDS = frozenset(
     """

@@ -23,7 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import standing_instruction
 from ._errors import InvalidInputError
-from ._lexicon import FOREIGN_IMPERATIVES, FOREIGN_STANDING, LANGUAGE_NAMES
+from ._lexicon import (
+    CJK_INSTRUCTION,
+    FOREIGN_ALWAYS,
+    FOREIGN_IMPERATIVES,
+    FOREIGN_STANDING,
+    LANGUAGE_NAMES,
+)
 from ._records import (
     SEMANTIC_KINDS,
     Activation,
@@ -352,7 +358,9 @@ def _attribute_holder(w: Writer, scope: Principal, draft: RecordDraft) -> str | 
 
 # -- the deterministic offline extractor ---------------------------------------------------
 
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
+# Latin sentence ends before a space; the CJK full stop, marks and the Devanagari danda
+# need none.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[。！？।]+|\n+")
 _ABBREVIATIONS = frozenset(
     {"dr", "mr", "mrs", "ms", "st", "prof", "jr", "sr", "vs", "etc", "e.g", "i.e", "approx", "no"}
 )
@@ -435,6 +443,16 @@ _INTERJECTION = re.compile(
 )
 
 
+# Chinese, Japanese and Korean write a whole sentence in a few characters.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _too_short(sentence: str) -> bool:
+    """Too short to stand alone as a record ("done.", "booked!"): under 8 characters, unless
+    written in a CJK script."""
+    return len(sentence) < 8 and not _CJK.search(sentence)
+
+
 def _joined_fragments(sentences: list[str]) -> list[str]:
     """A fragment too short to stand alone ("booked!", "done.") is kept with the sentence
     after it: "booked! SK983 Copenhagen to Tokyo" says what the code is about. Questions and
@@ -445,7 +463,11 @@ def _joined_fragments(sentences: list[str]) -> list[str]:
         if pending:
             sentence = f"{pending} {sentence}"
             pending = ""
-        if len(sentence) < 8 and not sentence.endswith("?") and not _INTERJECTION.match(sentence):
+        if (
+            _too_short(sentence)
+            and not sentence.endswith("?")
+            and not _INTERJECTION.match(sentence)
+        ):
             pending = sentence
             continue
         out.append(sentence)
@@ -586,7 +608,11 @@ _STATE_KINDS = {
 }
 # The same kind of instruction in the other languages the offline rules read (see
 # ``_lexicon``): imperatives, "always", "from now on" and "please".
-_FOREIGN_INSTRUCTION = re.compile(rf"\b(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})\b", re.I)
+_FOREIGN_INSTRUCTION = re.compile(
+    rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING}|{FOREIGN_ALWAYS})(?!\w)|"
+    rf"{CJK_INSTRUCTION}",
+    re.I,
+)
 _MY_NOUN = re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are|was)\b", re.I)
 _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
 
@@ -689,7 +715,7 @@ class OfflineExtractor:
             # a standing instruction right after it is asked for that reason, and keeps it.
             reason: ExtractedRecord | None = None
             for sentence in _joined_fragments(_sentences(turn.text)):
-                if len(sentence) < 8:
+                if _too_short(sentence):
                     reason = None
                     continue
                 request = bool(_STANDING_REQUEST.search(sentence))

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["CONCESSIONS", "FOREIGN_IMPERATIVES", "FOREIGN_STANDING", "LANGUAGE_NAMES"]
+__all__ = [
+    "CJK_INSTRUCTION",
+    "CJK_LANGUAGES",
+    "CJK_TRIGGERS",
+    "CONCESSIONS",
+    "FOREIGN_ALWAYS",
+    "FOREIGN_IMPERATIVES",
+    "FOREIGN_STANDING",
+    "FOREIGN_TRIGGERS",
+    "LANGUAGE_NAMES",
+    "NON_LATIN_LANGUAGES",
+]
 
 #: Language names as a regex alternation, in English and as their speakers write them
 #: (Spanish, Portuguese, French, German, Italian, Dutch, Polish; Hindi in Latin script).
@@ -22,31 +33,80 @@ LANGUAGE_NAMES = (
     "hiszpańsku|francusku|niemiecku|włosku"
 )
 
+#: How a reply language is named in Arabic, Russian, Ukrainian and Hindi (Devanagari), with
+#: the preposition or case ending those languages attach to it ("بالعربي", "по-русски",
+#: "українською", "हिंदी में"): each names the language of the reply on its own.
+NON_LATIN_LANGUAGES = (
+    "بالعربي|بالعربية|باللغة العربية|بالإنجليزي|بالانجليزي|بالإنجليزية|بالانجليزية|"
+    "باللغة الإنجليزية|باللغة الانجليزية|بالفرنسي|بالفرنسية|"
+    "по-русски|на русском|по-английски|на английском|по-украински|на украинском|"
+    "українською|англійською|російською|"
+    "हिंदी में|हिन्दी में|अंग्रेज़ी में|अंग्रेजी में|इंग्लिश में"
+)
+
+#: The same in Chinese, Japanese and Korean, matched without word boundaries (their words
+#: are not separated by spaces).
+CJK_LANGUAGES = "中文|汉语|漢語|普通话|英文|英语|英語|日本語|日本语|日语|한국어|영어|중국어|일본어"
+
 #: Imperatives addressed to the assistant in the other languages the rules read (Spanish,
-#: Portuguese, French, German, Italian, Dutch, Polish; Hindi in Latin script): "answer me",
-#: "write", "speak".
+#: Portuguese, French, German, Italian, Dutch, Polish, Arabic, Russian, Ukrainian; Hindi in
+#: Latin script and in Devanagari): "answer me", "write", "speak".
 FOREIGN_IMPERATIVES = (
     "respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
     "responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
     "répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
     "schreibe|jawab do|baat karo|likho|bolo|rispondi|rispondimi|rispondetemi|scrivi|scrivimi|"
-    "parla|parlami|antwoord|schrijf|spreek|praat|odpowiadaj|odpowiedz|odpisuj|pisz|mów|mow"
+    "parla|parlami|antwoord|schrijf|spreek|praat|odpowiadaj|odpowiedz|odpisuj|pisz|mów|mow|"
+    # Arabic (standard and spoken), Russian, Ukrainian, Hindi
+    "جاوبني|جاوب|جاوبيني|أجبني|اجبني|أجب|اجب|رد علي|رد عليّ|ردي علي|ترد علي|ترد عليّ|"
+    "احكي معي|احكيلي|اكتبلي|اكتب لي|كلمني|تكلم معي|"
+    "отвечай|отвечайте|ответь|ответьте|пиши|пишите|говори|говорите|"
+    "відповідай|відповідайте|пишіть|говоріть|"
+    "जवाब दो|जवाब दें|जवाब दीजिए|जवाब दिया करो|लिखो|लिखें|बोलो|बात करो"
 )
 
-#: Standing markers and "please" in the same languages: "always", "from now on", "please".
+#: "Always" in the same languages: it says a statement stands, but alone it is no
+#: instruction ("Моя мама всегда отвечает мне по-русски" is someone's habit).
+FOREIGN_ALWAYS = (
+    "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|دائما|دائماً|دايما|دايماً|всегда|завжди|हमेशा"
+)
+
+#: "Please", "from now on" and "I'd like you to" in the same languages: each makes a
+#: request of the assistant.
 FOREIGN_STANDING = (
-    "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|"
+    "je préfère que|je voudrais que|je veux que|prefiero que|quiero que|prefiro que|"
+    "quero que|ich möchte,? dass|ich will,? dass|preferisco che|vorrei che|voglio che|"
+    "ik wil dat|ik heb liever dat|wolę,? żeby|chcę,? żeby|я хочу,? чтобы|я предпочитаю|"
+    "أفضل أن|أفضّل أن|بدي ياك|"
     "por favor|s'il te plaît|s'il vous plaît|bitte|per favore|alsjeblieft|alstublieft|proszę|"
     "prosze|a partir de ahora|de ahora en adelante|à partir de maintenant|"
     "a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|ab sofort|"
     "a partir de agora|de agora em diante|daqui (?:pra|para) frente|d'ora in poi|"
-    "da ora in poi|da adesso in poi|voortaan|vanaf nu|od teraz|od tej pory|ab se"
+    "da ora in poi|da adesso in poi|voortaan|vanaf nu|od teraz|od tej pory|ab se|"
+    "من فضلك|لو سمحت|أرجو|ارجو|من الآن|من هلق|من هلأ|"
+    "пожалуйста|с этого момента|отныне|впредь|будь ласка|відтепер|"
+    "कृपया|अब से"
 )
+
+#: Instruction and standing words of Chinese, Japanese and Korean ("please", "always"),
+#: matched without word boundaries.
+CJK_INSTRUCTION = "请|請|ください|下さい|总是|總是|一直|いつも|常に|항상|해주세요|해 주세요|주세요"
+
+#: "When"/"if"/"today" in Arabic, Russian, Ukrainian and Hindi: a trigger.
+FOREIGN_TRIGGERS = (
+    "لما|عندما|إذا|اذا|لو(?! سمحت)|اليوم|بكرا|غدا|"
+    "когда|если|сегодня|завтра|коли|якщо|сьогодні|завтра|"
+    "जब|अगर|आज|कल"
+)
+
+#: The same in Chinese, Japanese and Korean, without word boundaries.
+CJK_TRIGGERS = "的时候|的時候|时候|時候|如果|今天|明天|ときは|時は|場合|今日|明日|때는|때|오늘|내일"
 
 #: "Even when/if" in the same languages: a concession, so the rule holds in that case too
 #: (the opposite of a trigger).
 CONCESSIONS = (
     "even (?:when|if)|même (?:quand|si|lorsque)|incluso (?:cuando|si)|aun(?:que| cuando)|"
     "mesmo (?:quando|que|se)|auch wenn|selbst wenn|ook als|zelfs als|anche (?:se|quando)|"
-    "nawet (?:gdy|jeśli|jesli|kiedy)"
+    "nawet (?:gdy|jeśli|jesli|kiedy)|حتى لو|حتى لما|даже если|даже когда|навіть якщо|"
+    "भले ही"
 )

@@ -351,3 +351,52 @@ def test_whether_is_an_indirect_question_not_a_hypothetical() -> None:
 )
 def test_someone_elses_habit_is_not_an_instruction(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "من فضلك جاوبني دايماً بالعربي",
+        "أرجو أن ترد علي دائما باللغة العربية.",
+        "Пожалуйста, всегда отвечай мне по-русски.",
+        "Будь ласка, завжди відповідай мені українською.",
+        "कृपया मुझे हमेशा हिंदी में जवाब दो।",
+        "请总是用中文回答我。",
+        "いつも日本語で答えてください。",
+        "Je préfère que tu me répondes en français, toujours.",
+    ],
+)
+def test_a_reply_language_asked_for_in_arabic_cyrillic_devanagari_or_cjk_promotes(
+    text: str,
+) -> None:
+    assert _classify(text) == ("promote", "response_language")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Когда мы говорим о работе, отвечай по-английски.",
+        "لما نحكي عن الشغل جاوبني بالإنجليزي",
+        "仕事の話のときは英語で答えてください。",
+        "Моя мама всегда отвечает мне по-русски.",
+        "Mi madre siempre me contesta en español.",
+    ],
+)
+def test_a_triggered_request_or_someone_elses_habit_in_those_languages_is_not_promoted(
+    text: str,
+) -> None:
+    assert _classify(text)[0] != "promote"
+
+
+def test_the_extractor_splits_cjk_and_devanagari_sentences_and_keeps_their_requests() -> None:
+    turn = TranscriptTurn(
+        session_id="s",
+        turn_index=0,
+        role=Role.USER,
+        text="我住在上海。请总是用中文回答我。",
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    texts = [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    assert "请总是用中文回答我。" in texts
+    match = find_supporting_claim("请总是用中文回答我。", turn.text)
+    assert match is not None and match.sentence == "请总是用中文回答我。"

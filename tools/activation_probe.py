@@ -554,6 +554,24 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "Can you pretend to be my Spanish teacher and always correct my mistakes?",
     ),
     (CONDITIONAL, None, "", "As my editor, always answer in British English."),
+    # Wave 9: reply languages asked for in Arabic, Cyrillic, Devanagari and CJK scripts;
+    # 4/11 as expected at dd06e35 (none of the seven requests was even extracted).
+    (PROMOTE, "response_language", "بالعربي", "من فضلك جاوبني دايماً بالعربي"),
+    (PROMOTE, "response_language", "العربية", "أرجو أن ترد علي دائما باللغة العربية."),
+    (PROMOTE, "response_language", "по-русски", "Пожалуйста, всегда отвечай мне по-русски."),
+    (PROMOTE, "response_language", "हिंदी", "कृपया मुझे हमेशा हिंदी में जवाब दो।"),
+    (PROMOTE, "response_language", "中文", "请总是用中文回答我。"),
+    (PROMOTE, "response_language", "日本語", "いつも日本語で答えてください。"),
+    (
+        PROMOTE,
+        "response_language",
+        "українською",
+        "Будь ласка, завжди відповідай мені українською.",
+    ),
+    (CONDITIONAL, None, "", "Когда мы говорим о работе, отвечай по-английски."),
+    (CONDITIONAL, None, "", "لما نحكي عن الشغل جاوبني بالإنجليزي"),
+    (CONDITIONAL, None, "", "仕事の話のときは英語で答えてください。"),
+    (CONDITIONAL, None, "", "Моя мама всегда отвечает мне по-русски."),
 )
 
 
