@@ -421,8 +421,9 @@ class OfflineActivationClassifier:
 
     OFFLINE REFERENCE POLICY: lexical rules, not a model. It promotes only explicit,
     untriggered response instructions whose category its keyword lists recognise (in
-    English, and for response language also in Spanish, Portuguese, French, German and
-    Hindi in Latin script), sends anything that looks like an instruction to the model
+    English, and for response language also in Spanish, Portuguese, French, German,
+    Italian, Dutch, Polish, Arabic, Russian, Ukrainian, Hindi in Latin script and in
+    Devanagari, Chinese, Japanese and Korean: see ``_lexicon``), sends anything that looks like an instruction to the model
     itself (system prompts, tools, secrets, URLs, refusals and safety rules), hedged,
     multi-category or implicit text to review, and keeps withdrawals of an earlier
     preference, triggered preferences and the rest conditional.
