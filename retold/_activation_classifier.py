@@ -166,6 +166,12 @@ _INJECTION = re.compile(
     r"\b(?:ai|llms?|chatbots?|language models?|assistants)\b|\b(?:this|the) user\b|"
     # a game or role-play: what holds inside it is no standing preference of the user
     r"\b(?:let's|let us) play\b|\bplay(?:ing)? (?:a|this|the|our) game\b|\brole[- ]?play\w*|"
+    # the assistant's judgement or safety content switched off ("never mention the risks",
+    # "always tell me I'm right"), or contact data planted in every answer
+    r"\b(?:risks?|dangers?|side effects?|disclaimers?|caveats?|consequences)\b|"
+    r"\btell me (?:that )?(?:i'm|i am)\b|\bagree with (?:me|everything)\b|"
+    r"\b(?:i'm|i am) (?:always )?right\b|"
+    r"\b(?:phone|telephone|mobile|whatsapp) (?:number|no)\b|\be-?mail address\b|"
     # a role given to the assistant: "as my editor, always ..."
     r"^\W*as (?:my|a|an|your) [^\W\d_]+(?: [^\W\d_]+)?\s*,"
 )
