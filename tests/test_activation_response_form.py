@@ -17,15 +17,18 @@ from retold._extraction import OfflineExtractor
 from retold._records import EvidenceRef, Role, TranscriptTurn
 
 
-def _classify(text: str) -> tuple[str, str | None]:
-    request = ActivationRequest(
+def _request(text: str) -> ActivationRequest:
+    return ActivationRequest(
         record_id="r1",
         kind="preference",
         record_text=text,
         claim=text,
         evidence=EvidenceRef(session_id="s1", turn_index=0),
     )
-    proposal = OfflineActivationClassifier().classify(request)
+
+
+def _classify(text: str) -> tuple[str, str | None]:
+    proposal = OfflineActivationClassifier().classify(_request(text))
     return proposal.decision, proposal.category
 
 
@@ -415,12 +418,5 @@ def test_switching_off_judgement_or_planting_contact_data_goes_to_review_whateve
     text: str,
 ) -> None:
     """The local bundle files these under answer_style by meaning; the rules still refuse."""
-    request = ActivationRequest(
-        record_id="r1",
-        kind="preference",
-        record_text=text,
-        claim=text,
-        evidence=EvidenceRef(session_id="s1", turn_index=0),
-    )
-    proposal = OfflineActivationClassifier().decide(request, category_hint="answer_style")
+    proposal = OfflineActivationClassifier().decide(_request(text), category_hint="answer_style")
     assert (proposal.decision, proposal.reason) == ("review", "possible_instruction_injection")
