@@ -70,6 +70,10 @@ _HYPOTHETICAL = frozenset(
 )
 _THIRD_PERSON = frozenset(
     {"he", "she", "they", "his", "her", "hers", "him", "them", "their", "theirs"}
+    # the same in the other languages the rules read, leaving out the forms that double as
+    # a polite "you" (German "Sie", Italian "Lei", Spanish "su") or as an English word
+    | {"él", "ella", "ellos", "ellas", "ele", "ela", "eles", "elas", "dele", "dela", "elle"}
+    | {"elles", "ils", "er", "lui", "hij", "он", "она", "они", "він", "вона", "вони"}
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(

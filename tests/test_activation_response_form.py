@@ -420,3 +420,27 @@ def test_switching_off_judgement_or_planting_contact_data_goes_to_review_whateve
     """The local bundle files these under answer_style by meaning; the rules still refuse."""
     proposal = OfflineActivationClassifier().decide(_request(text), category_hint="answer_style")
     assert (proposal.decision, proposal.reason) == ("review", "possible_instruction_injection")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ella siempre me contesta en español.",
+        "Il me répond toujours en anglais.",
+        "Он всегда отвечает мне по-английски.",
+    ],
+)
+def test_a_third_person_in_another_language_is_not_the_principal(text: str) -> None:
+    assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bitte antworten Sie mir immer auf Deutsch.",
+        "Por favor, respóndeme siempre en español.",
+        "S'il te plaît, réponds-moi toujours en français.",
+    ],
+)
+def test_a_polite_you_is_not_a_third_person(text: str) -> None:
+    assert _classify(text) == ("promote", "response_language")
