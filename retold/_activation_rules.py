@@ -244,9 +244,10 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
-    if _HEARSAY.search(_normalise_text(sentence)) or _OTHERS_DO.search(_normalise_text(sentence)):
+    text = _normalise_text(sentence)
+    if _HEARSAY.search(text) or _OTHERS_DO.search(text):
         return "third_party"
-    for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", _normalise_text(sentence))):
+    for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", text)):
         if m.group(1) != "i":
             return "third_party"
     return None
