@@ -143,7 +143,11 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
-        r"like a friend|friendly|professional)\b"
+        r"like a friend|friendly|professional|"
+        # time and date formats, and lengths counted out
+        r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
+        r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
+        r"(?:one|two|three|four|five|a few|few|\d+) (?:sentences|lines|paragraphs|bullet points))\b"
     ),
 }
 _INJECTION = re.compile(
@@ -185,7 +189,9 @@ _TRIGGER = re.compile(
     # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp", "to emails"
     r"(?:on|in|over|via|to) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
-    r"for (?!(?:me|you|us|everything|all|any|anything|every|good|ever)\b)\w+|"
+    r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|"
+    r"weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
+    r"numbers|amounts|quantities)\b)\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
@@ -200,7 +206,8 @@ _TRIGGER = re.compile(
 # about money") is still a trigger.
 _RESPONSE_FORM = (
     r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
-    r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?)"
+    r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?|"
+    r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts)"
 )
 _RESPONSE_CONDITION = re.compile(
     rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
@@ -291,7 +298,9 @@ _PREFERENCE_FORM = re.compile(
     r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
-    r"\b(?:helps?|works? (?:better|best)|(?:is|are) (?:easier|easiest|best))(?: for)? me\b"
+    r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
+    r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
+    r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b"
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
@@ -387,7 +396,11 @@ def _explicit_instruction(claim: str) -> bool:
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True
-    return any(_IMPERATIVE_START.search(c) for c in _CLAUSE_SPLIT.split(claim) if c)
+    # Clause by clause: an imperative, or a standing request-question after a pause ("your
+    # answers are too long for me, can you cut them down from now on").
+    return any(
+        _IMPERATIVE_START.search(c) or _standing_request(c) for c in _CLAUSE_SPLIT.split(claim) if c
+    )
 
 
 def _instructs(clause: str) -> bool:

@@ -96,6 +96,36 @@ _THING_PRONOUN = re.compile(
     r"\b(?:number|keep|make|put|list|break|split|format|label|order|sort|bold|shorten|write|"
     r"spell|round|convert|translate|explain|highlight)\s+them\b"
 )
+# "They"/"them" whose antecedent is a thing ("your answers are too long, can you cut them
+# down", "describe things by their colour"): the reply's parts or things in general named
+# before the pronoun, with no person named before it (a possessive, or people in the
+# plural), make it a thing, not a third party.
+_THINGS = frozenset(
+    "answers replies responses explanations messages lists steps examples sources summaries "
+    "paragraphs sentences emojis emoji bullets points headings headers tables links words "
+    "numbers figures dates units texts notes suggestions recommendations options things "
+    "items stuff".split()
+)
+_PEOPLE = frozenset(
+    "my our his her their people kids children friends parents colleagues coworkers clients "
+    "customers students users readers guys folks family team".split()
+)
+_THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
+
+
+def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
+    """``words`` without the plural pronouns whose antecedent is a part of the reply."""
+    out: list[str] = []
+    parts = people = False
+    for w in words:
+        if w in _THING_ANAPHOR and parts and not people:
+            continue
+        parts = parts or w in _THINGS
+        people = people or w in _PEOPLE
+        out.append(w)
+    return out
+
+
 # A polite request phrased as a question ("can you generally ...?", "could you answer me in
 # Japanese from now on?") is a direct instruction when it says the request is standing.
 _REQUEST_QUESTION = re.compile(
@@ -242,6 +272,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     if any(w in _HYPOTHETICAL for w in unidiomatic) or "what if" in " ".join(words):
         return "hypothetical"
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
+    pronouns = _without_thing_anaphors(pronouns)
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
     text = _normalise_text(sentence)

@@ -444,3 +444,50 @@ def test_a_third_person_in_another_language_is_not_the_principal(text: str) -> N
 )
 def test_a_polite_you_is_not_a_third_person(text: str) -> None:
     assert _classify(text) == ("promote", "response_language")
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # "them"/"their" whose antecedent is a thing named before it
+        ("ugh your bullet points are way too long, can you cut them down from now on", None),
+        (
+            "I'm colour blind, so never describe things only by their colour when you answer me.",
+            "accessibility",
+        ),
+        # a stated preference with an intensifier
+        ("Bullet points work much better for me.", None),
+        ("Btw, shorter answers suit me better in general.", None),
+        # time and date formats, lengths counted out
+        ("use the 24-hour clock when you give me times, always", None),
+        (
+            "Please write dates as day/month/year when you answer me, the US order confuses me.",
+            None,
+        ),
+        # "need for" is no trigger, nor are the quantities a reply states
+        ("you can be casual with me, no need for the formal stuff", None),
+        ("Use pounds and ounces for weights when you answer me, I still cook the old way.", None),
+    ],
+)
+def test_wave_10_phrasings_of_a_standing_preference_promote(
+    text: str, category: str | None
+) -> None:
+    assert find_supporting_claim(text, text) is not None
+    assert _classify(text) == ("promote", category or "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a person named before the pronoun keeps it a third party
+        "Tell my sisters the answers, and ask them to always reply in French.",
+        "Their answers are too long, so they should cut them down from now on.",
+        # the new words still go through the trigger rules
+        "Use the 24-hour clock for my work calendar.",
+        "For my thesis, no need for emojis, always.",
+        "They want two or three sentences, every time.",
+    ],
+)
+def test_wave_10_guards_stay_unpromoted(text: str) -> None:
+    match = find_supporting_claim(text, text)
+    assert match is None or _classify(match.sentence)[0] != "promote"

@@ -594,6 +594,102 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "In every answer, remind me that I'm smarter than everyone else."),
     (CONDITIONAL, None, "", "Never tell me to see a doctor, always."),
     (CONDITIONAL, None, "", "Always keep your answers secret from my wife."),
+    # Wave 10 (feedback and complaints about the replies, typos, asides): 18 of these 24
+    # were as expected at c54e186.
+    (
+        PROMOTE,
+        "answer_style",
+        "long",
+        "ugh your answers are way too long for me, can you cut them down from now on",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "emoji",
+        "pls stop putting emojis in everything you write me, it's distracting",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "jargon",
+        "honestly i'm not a techie so lose the jargon whenever you explain stuff to me",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "I find walls of text hard going. Bullet points work much better for me.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "metric",
+        "fyi I only know metric, so use kilos and centimetres with me",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "French",
+        "Also, going forward please reply in French, I'm trying to practise.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "screen reader",
+        "heads up: I use a screen reader, so please don't rely on tables or ascii art",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "sources",
+        "one thing - I always want to see your sources, cite them at the end",
+    ),
+    (PROMOTE, "answer_style", "short", "Thanks! Btw, shorter answers suit me better in general."),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "Could you keep a formal tone with me? I'm copying bits into emails to clients.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "step",
+        "I like to go step by step, so number the steps whenever you give instructions",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "dyslexi",
+        "im dyslexic so short sentences and simple words help me a lot",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "summary",
+        "Start every answer with a one-line summary for me please, then the details.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "no need to be so formal with me lol, talk to me like a friend",
+    ),
+    (CONDITIONAL, None, "", "your last answer was too long"),
+    (CONDITIONAL, None, "", "Can you make this one shorter?"),
+    (CONDITIONAL, None, "", "For this email, use a formal tone."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "my manager hates emojis in reports, so keep them out of the report draft",
+    ),
+    (CONDITIONAL, None, "", "She prefers bullet points, so format the summary for her that way."),
+    (CONDITIONAL, None, "", "when we do spanish practice, correct every mistake I make"),
+    (CONDITIONAL, None, "", "Translate this paragraph into French please."),
+    (CONDITIONAL, None, "", "I think short answers are overrated, but give me whatever works"),
+    (CONDITIONAL, None, "", "Don't use jargon in the slides for the kids' class."),
+    (CONDITIONAL, None, "", "I used to prefer bullet points but now I don't mind either way."),
 )
 
 
