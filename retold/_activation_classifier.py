@@ -143,7 +143,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
-        r"like a friend|friendly|professional|"
+        r"like a friend|friendly|professional|keep it (?:plain|simple)|"
+        r"plain (?:language|words|terms)|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
@@ -189,7 +190,8 @@ _TRIGGER = re.compile(
     # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp", "to emails"
     r"(?:on|in|over|via|to) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
-    r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|"
+    r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
+    r"example|instance|sure|real|what it's worth|reference|"
     r"weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
     r"numbers|amounts|quantities)\b)\w+|"
     # the same triggers in the other languages the rules read
@@ -245,7 +247,10 @@ _ONE_OFF = re.compile(
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
     r"it|below|above)\b)|"
     # the item at hand named as such: "answer this one in Italian", "that question"
-    r"\b(?:this|that) (?:one|question|message|request|email|text)\b|\bjust (?:this|that) once\b"
+    r"\b(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
+    r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
+    r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan)s?\b|"
+    r"\bjust (?:this|that) once\b"
 )
 # A request for one piece of content ("give me a quick summary of the causes of WW1",
 # "write me a short poem about rain"): an article, at most three words, then what it is
@@ -259,7 +264,9 @@ _ONE_OFF_TASK = re.compile(
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
-    r"(?:each|every) (?:time|answer|reply|response|message)|"
+    r"(?:each|every) (?:time|answer|reply|response|message)|from here on|as a rule|"
+    r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
+    r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
     r"no matter (?:what|the topic|the subject))\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # "no emoji, ever": a trailing "ever" after a pause
@@ -275,7 +282,7 @@ _INSTRUCTION_VERBS = (
     r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|"
-    r"repeat|end|finish|close|open|present|draw|spell out|read out"
+    r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note"
 )
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
@@ -287,6 +294,9 @@ _IMPERATIVE_START = re.compile(
 # An instruction marker anywhere in the sentence ("..., so please always explain things
 # simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
 _INSTRUCTION_ANYWHERE = re.compile(
+    # a polite request ("I'd appreciate it if you always ...", "it would help if you ...")
+    r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
+    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b|"
     r"\bplease\s+(?:always\s+|never\s+|just\s+|do not\s+|kindly\s+)*[^\W\d_]{2,}|"
     rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
     r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
@@ -380,9 +390,12 @@ _PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
 
 
 # Someone's own habit, not an instruction to the assistant: "I always reply to emails in
-# English", "we never use bullet points", "they always write in French".
+# English", "we never use bullet points", "they always write in French", and the
+# assistant's, observed ("you always use too many emojis"), unless asked for ("can you
+# always ...?", "it would help if you always ...").
 _HABIT = re.compile(
-    r"\b(?:i|we|they|he|she)\s+(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"
+    r"\b(?:i|we|(?<!can )(?<!could )(?<!would )(?<!will )(?<!do )(?<!if )you|they|he|she)\s+"
+    r"(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"
     rf"(?:{_INSTRUCTION_VERBS})\b"
 )
 

@@ -81,6 +81,9 @@ _IF_IDIOM = re.compile(
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
     r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
     r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b|"
+    # a polite request: "I'd appreciate it if you ...", "it would really help if you ..."
+    r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
+    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b|"
     # a default the principal may override later: it states the rule, it is no hypothetical
     r"\bunless (?:i|we) (?:say|ask|tell you|specify) (?:otherwise|so|differently)\b|"
     r"\bunless (?:otherwise|stated otherwise)\b"
@@ -111,6 +114,24 @@ _PEOPLE = frozenset(
     "customers students users readers guys folks family team".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
+# An instruction on how to address someone else ("answer my sister in Italian", "reply to
+# my mum in Spanish", "tell my boss the answers in French"): the reply is for that person,
+# so it is not the principal's own preference. The people are kin and social roles.
+_RELATIONS = (
+    r"(?:mum|mom|mother|dad|father|parents?|sisters?|brothers?|siblings?|wife|husband|"
+    r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids?|children|child|"
+    r"baby|grand(?:ma|pa|mother|father|parents?|son|daughter|kids?|children)|aunt|uncle|"
+    r"cousins?|nieces?|nephews?|family|in-laws?|boss|manager|colleagues?|coworkers?|"
+    r"co-workers?|team|clients?|customers?|students?|pupils?|teachers?|friends?|flatmates?|"
+    r"roommates?|neighbou?rs?|guests?|readers?|audience|patients?|doctor|landlord|tenants?)"
+)
+_ADDRESSED_TO_OTHERS = re.compile(
+    r"\b(?:answer(?:s|ed|ing)?|repl(?:y|ies|ied|ying)|respond(?:s|ed|ing)?|write|writes|wrote|"
+    r"writing|talk(?:s|ed|ing)?|speak(?:s|ing)?|spoke|tell(?:s|ing)?|told|explain(?:s|ed|ing)?|"
+    r"send(?:s|ing)?|sent|text(?:s|ed)?|e-?mail(?:s|ed)?|message(?:s|d)?|address(?:es|ed)?|"
+    r"greet(?:s|ed)?|say|says|said)(?:\s+(?:back|things|it|them|this|that))?\s+(?:to\s+|for\s+|with\s+)?"
+    rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b"
+)
 
 
 def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
@@ -276,7 +297,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
     text = _normalise_text(sentence)
-    if _HEARSAY.search(text) or _OTHERS_DO.search(text):
+    if _HEARSAY.search(text) or _OTHERS_DO.search(text) or _ADDRESSED_TO_OTHERS.search(text):
         return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", text)):
         if m.group(1) != "i":

@@ -491,3 +491,51 @@ def test_wave_10_phrasings_of_a_standing_preference_promote(
 def test_wave_10_guards_stay_unpromoted(text: str) -> None:
     match = find_supporting_claim(text, text)
     assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # polite conditionals are requests, not hypotheticals
+        ("I'd appreciate it if you always used bullet points with me.", None),
+        ("It would really help if you always included examples.", None),
+        # "remember"/"note" give an instruction
+        ("Remember: metric units only, always.", None),
+        # "for the record" is no trigger
+        ("For the record, I hate tables, so please never use them with me.", None),
+        # "in all your replies" says the instruction stands, so "drop" is no withdrawal
+        ("Quick favour: drop the emojis in all your replies, they look childish to me.", None),
+        ("please keep it plain with me from now on", None),
+    ],
+)
+def test_wave_10_polite_and_remembered_requests_promote(text: str, category: str | None) -> None:
+    assert find_supporting_claim(text, text) is not None
+    assert _classify(text) == ("promote", category or "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the assistant's habit, observed, is a complaint, not an instruction
+        "You always use too many emojis.",
+        # the item at hand: a one-off, however politely asked
+        "I'd appreciate it if you could use bullet points in this summary.",
+        "It would help if you used fewer examples today.",
+        # how to address someone else
+        "Please answer my sister in Italian from now on.",
+        "From now on, reply to my mum in Spanish.",
+        "Always write to my clients formally.",
+        "I'd appreciate it if you told my boss the answers in French from now on.",
+    ],
+)
+def test_wave_10_observations_one_offs_and_other_addressees_stay_unpromoted(text: str) -> None:
+    match = find_supporting_claim(text, text)
+    assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text", ["Always reply to my emails in English.", "Always answer my questions in French."]
+)
+def test_the_principals_own_messages_are_not_someone_else(text: str) -> None:
+    assert find_supporting_claim(text, text) is not None
+    assert _classify(text) == ("promote", "response_language")

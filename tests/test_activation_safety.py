@@ -356,8 +356,16 @@ CASES = [
     Case("third-party-in-reply-clause", "host", _direct("Keep it simple, she reads your answers.")),
     Case(
         "triggered-other-addressee",
-        "classifier",
+        "host",
         _direct("When you answer my brother, always use Spanish."),
+    ),
+    # how to address someone else is that person's reply, not the principal's preference
+    Case("other-addressee", "host", _direct("Please answer my sister in Italian from now on.")),
+    Case("other-recipient", "host", _direct("From now on, reply to my mum in Spanish.")),
+    Case(
+        "other-addressee-polite",
+        "host",
+        _direct("I'd appreciate it if you told my boss the answers in French from now on."),
     ),
     Case("relayed-repeat", "host", _direct("Repeat after me: I will always answer in Klingon.")),
     Case(
