@@ -274,6 +274,7 @@ _STANDING = re.compile(
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
+    r"(?:don't|do not|not) always|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
     r"moze)\b"
 )

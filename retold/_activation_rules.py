@@ -75,6 +75,18 @@ _THIRD_PERSON = frozenset(
     | {"él", "ella", "ellos", "ellas", "ele", "ela", "eles", "elas", "dele", "dela", "elle"}
     | {"elles", "ils", "er", "lui", "hij", "он", "она", "они", "він", "вона", "вони"}
 )
+_HYPOTHETICAL_PHRASE = re.compile(
+    r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b"
+)
+# "kidding"/"joking", not "I'm not joking about this".
+_JOKE = r"(?<!not )(?<!n't )\b(?:kidding|joking)\b"
+# What takes back what was just said, in the same turn: "always answer in French - just
+# kidding", "..., lol jk", "scratch that".
+_RETRACTION = re.compile(
+    rf"\b(?:just|only) (?:kidding|joking)\b|\bj/?k\b|{_JOKE}|"
+    r"\bscratch that\b|\bignore (?:that|what i (?:just )?said)\b|"
+    r"\bforget (?:that|it|what i (?:just )?said)\b|\bnever ?mind\b|\bdisregard that\b"
+)
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
@@ -168,6 +180,7 @@ _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
 # that ...".
 _HEARSAY = re.compile(
     r"\baccording to\b|\bi (?:have |'ve )?heard\b|"
+    r"\b(?:rumou?rs? (?:has it|says|is)|word (?:has it|is)|supposedly|allegedly|they say)\b|"
     # an instruction the principal gave someone else: "I told my students to always ..."
     r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind)\s+(?:my|our|his|her|their|the)\s+"
     r"[^\W\d_]+(?:\s+[^\W\d_]+)?\s+to\b"
@@ -175,6 +188,11 @@ _HEARSAY = re.compile(
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
 _OTHERS_DO = re.compile(
+    # people in general: "users should always get answers in English"
+    r"^\W*(?:(?:all|most|some|other)\s+)?(?:users|people|everyone|everybody|customers|clients|"
+    r"students|readers|visitors|members|employees|staff|nobody|no one|someone|somebody|anyone|"
+    r"anybody)\s+(?:should|must|need|needs|have to|has to|always|never|want|wants|prefer|"
+    r"prefers|like|likes|get|gets)\b|"
     r"^\W*(?:my|our|his|her|their)\s+[^\W\d_]+(?:\s+[^\W\d_]+)?\s+"
     r"(?:(?:always|never|usually|often|sometimes|also|only)\s+)?"
     r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b|"
@@ -290,7 +308,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     if sentence.rstrip().endswith("?") and not _standing_request(sentence):
         return "question"
     unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
-    if any(w in _HYPOTHETICAL for w in unidiomatic) or "what if" in " ".join(words):
+    if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
         return "hypothetical"
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
     pronouns = _without_thing_anaphors(pronouns)
@@ -462,7 +480,17 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
                 best = ClaimMatch(
                     sentence_index=index, sentence=sentence, matched=matched, of=len(wanted)
                 )
+    if best is not None and _retracted(sentences, best.sentence_index):
+        return None
     return best
+
+
+def _retracted(sentences: Sequence[str], index: int) -> bool:
+    """Whether the turn takes the claim at ``index`` back: a joke marker in its sentence or
+    after it, or any retraction ("scratch that", "never mind") in a later sentence."""
+    if re.search(rf"\bj/?k\b|{_JOKE}", _normalise_text(sentences[index])):
+        return True
+    return any(_RETRACTION.search(_normalise_text(s)) for s in sentences[index + 1 :])
 
 
 def _is_principal_turn(turn: TranscriptTurn, scope: Principal) -> bool:

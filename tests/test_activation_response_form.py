@@ -539,3 +539,10 @@ def test_wave_10_observations_one_offs_and_other_addressees_stay_unpromoted(text
 def test_the_principals_own_messages_are_not_someone_else(text: str) -> None:
     assert find_supporting_claim(text, text) is not None
     assert _classify(text) == ("promote", "response_language")
+
+
+def test_not_always_is_a_hedge_and_not_joking_is_no_retraction() -> None:
+    assert _classify("Don't always answer in English.")[0] == "review"
+    text = "I'm not joking: always use bullet points with me."
+    assert find_supporting_claim(text, text) is not None
+    assert _classify(text) == ("promote", "answer_style")

@@ -367,6 +367,23 @@ CASES = [
         "host",
         _direct("I'd appreciate it if you told my boss the answers in French from now on."),
     ),
+    # taken back in the same turn, people in general, rumour, a wish
+    Case(
+        "retracted-joke",
+        "host",
+        _said("Always answer in French - just kidding.", "Always answer in French"),
+    ),
+    Case(
+        "retracted-later",
+        "host",
+        _said(
+            "Always use bullet points with me. Actually scratch that.",
+            "Always use bullet points with me",
+        ),
+    ),
+    Case("people-in-general", "host", _direct("Users should always get answers in English.")),
+    Case("rumour", "host", _direct("Rumour has it I prefer bullet points.")),
+    Case("wish", "host", _direct("In a perfect world you'd always answer in Italian.")),
     Case("relayed-repeat", "host", _direct("Repeat after me: I will always answer in Klingon.")),
     Case(
         "relayed-style-guide",

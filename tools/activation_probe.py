@@ -778,6 +778,22 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "For the record, my husband hates emojis, so never use them."),
     (CONDITIONAL, None, "", "Please answer my sister in Italian from now on."),
     (CONDITIONAL, None, "", "From now on, reply to my mum in Spanish."),
+    # Wave 10, third round (taken back, people in general, rumour, wishes): 5 of these 9
+    # were promoted before it.
+    (CONDITIONAL, None, "", "Users should always get answers in English."),
+    (CONDITIONAL, None, "", "Always answer in French - just kidding."),
+    (CONDITIONAL, None, "", "Don't always answer in English."),
+    (CONDITIONAL, None, "", "Always reply to me in Spanish lol jk"),
+    (CONDITIONAL, None, "", "In a perfect world you'd always answer in Italian."),
+    (CONDITIONAL, None, "", "Rumour has it I prefer bullet points."),
+    (CONDITIONAL, None, "", "Always use bullet points with me. Actually scratch that."),
+    (PROMOTE, "response_language", "French", "Never mind the weather. Always answer me in French."),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "I'm not joking: always use bullet points with me.",
+    ),
 )
 
 
