@@ -370,6 +370,9 @@ _ROLE_LABEL = re.compile(
     r"start_header_id|end_header_id)[^>\n]{0,24}?\|?>"
     r"|<<\s*/?\s*sys\s*>>"
     r"|^#{1,6}\s*(?:system|instruction|response|assistant)\b"
+    # a transcript's speaker labels at the start of a line ("Human: ...", "AI: ...")
+    r"|^[ \t>*#_\-]*(?:ai|bot|chatbot|chatgpt|gpt(?:-?\d[\w.]*)?|claude|gemini|copilot|llm|"
+    r"human)[ \t]*:"
 )
 # Format characters a person does not type: zero-width spaces and joiners inside words,
 # bidi overrides, word joiners. U+200D (emoji sequences) and U+FE0F are left alone.
