@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._activation_rules import (
     _about_principal,
     _is_principal_turn,
+    disowns,
     find_supporting_claim,
     relay_flags,
 )
@@ -27,6 +28,7 @@ from ._records import (
     LifecycleState,
     Principal,
     Record,
+    Role,
     SourceType,
     TranscriptTurn,
 )
@@ -159,6 +161,19 @@ def _candidate_turns(store: SQLiteStore, scope: Principal, record: Record) -> li
     return out
 
 
+def _disowned_next(store: SQLiteStore, scope: Principal, turn: TranscriptTurn) -> bool:
+    """Whether the principal's next user turn of the session takes ``turn`` back."""
+    later = (
+        t
+        for t in store.turns(scope, turn.session_id)
+        if t.turn_index > turn.turn_index and t.role is Role.USER
+    )
+    following = next(later, None)
+    return (
+        following is not None and _is_principal_turn(following, scope) and disowns(following.text)
+    )
+
+
 def verify_evidence(
     store: SQLiteStore, scope: Principal, record: Record
 ) -> VerifiedEvidence | None:
@@ -173,7 +188,7 @@ def verify_evidence(
         if not _is_principal_turn(turn, scope):
             continue
         match = find_supporting_claim(record.text, turn.text)
-        if match is not None:
+        if match is not None and not _disowned_next(store, scope, turn):
             return VerifiedEvidence(
                 ref=turn.ref,
                 sentence_index=match.sentence_index,

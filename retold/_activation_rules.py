@@ -384,21 +384,49 @@ _HIDDEN = frozenset(
 
 
 # A pasted chat transcript: lines opening with a speaker label ("Tom: ...", "Me: ..."), by
-# at least two different speakers. Only the lines the user labels as their own are theirs.
-_SPEAKER_LINE = re.compile(r"(?m)^[ \t>]*([^\W\d_][\w .'-]{0,30}?)[ \t]*:[ \t]+\S.*$")
+# at least two different speakers, or a chat export's time-stamped lines ("[10:32] Ana: ...",
+# "12/03/2024, 10:32 - Ana: ..."). Only the lines the user labels as their own are theirs.
+_SPEAKER_LINE = re.compile(
+    r"(?m)^[ \t>]*(?P<stamp>(?:\[?\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4},?[ \t]*)?\[?\d{1,2}[:.]\d{2}"
+    r"(?:[:.]\d{2})?(?:[ \t]?[ap]\.?m\.?)?\]?[ \t]*[-\u2013]?[ \t]*)?"
+    r"([^\W\d_][\w .'-]{0,30}?)[ \t]*:[ \t]+\S.*$"
+)
 _OWN_LABELS = frozenset({"me", "i", "myself"})
+# Labels that head notes, not people ("Update: ...", "Context: ..."): two of them are a list.
+_HEADINGS = frozenset(
+    "update also note notes todo ps edit summary question answer q a tip tips warning "
+    "reminder example context background goal goals problem solution result results status "
+    "subject re fyi btw important pros cons step steps details date time where when who what "
+    "why how price cost address location ingredients method agenda deadline owner input "
+    "output error expected actual preference preferences request requests plan idea ideas "
+    "option options pro con tl;dr tldr".split()
+)
 
 
 def _drop_transcript(text: str) -> str:
     lines = list(_SPEAKER_LINE.finditer(text))
-    labels = [m.group(1).strip().casefold() for m in lines]
+    labels = [m.group(2).strip().casefold() for m in lines]
     # A conversation, not a list of headed notes ("Update: ...", "Also: ..."): the user
-    # labels a line as their own, or a speaker comes back.
-    conversation = bool(_OWN_LABELS & set(labels)) or len(set(labels)) < len(labels)
-    if len(set(labels)) < 2 or not conversation:
+    # labels a line as their own, a speaker comes back, the lines carry chat times, or two
+    # people are named (capitalised single-word labels that head no note).
+    named = {
+        m.group(2).strip()
+        for m in lines
+        if m.group(2).strip()[:1].isupper()
+        and " " not in m.group(2).strip()
+        and m.group(2).strip().casefold() not in _HEADINGS
+    }
+    stamped = any(m.group("stamp") for m in lines)
+    conversation = (
+        bool(_OWN_LABELS & set(labels))
+        or len(set(labels)) < len(labels)
+        or stamped
+        or len(named) >= 2
+    )
+    if not lines or (len(set(labels)) < 2 and not stamped) or not conversation:
         return text
     for m in reversed(lines):
-        if m.group(1).strip().casefold() not in _OWN_LABELS:
+        if m.group(2).strip().casefold() not in _OWN_LABELS:
             text = text[: m.start()] + text[m.end() :]
     return text
 
@@ -486,6 +514,24 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     if best is not None and _retracted(sentences, best.sentence_index):
         return None
     return best
+
+
+# The principal's next turn taking the claim back as not theirs or not meant: "lol that was
+# my brother on my phone, ignore that", "haha no, forget that, my kid typed it". A bare
+# "never mind" is left out: as a next turn it usually drops a topic, not a preference.
+_DISOWNED = re.compile(
+    rf"\b(?:just|only) (?:kidding|joking)\b|\bj/?k\b|{_JOKE}|\bscratch that\b|"
+    r"\b(?:ignore|disregard) (?:that|it|this|him|her|them|what i (?:just )?(?:said|wrote))\b|"
+    r"\bforget (?:that|it|what i (?:just )?(?:said|wrote))\b|\bwas(?:n't| not) me\b|"
+    r"\b(?:that|it) was (?:my|our) [^\W\d_]+|"
+    r"\b(?:my|our) [^\W\d_]+ (?:typed|wrote|sent|grabbed|took|was on|was using|was messing)\b|"
+    r"\bwas messing (?:with|around)\b"
+)
+
+
+def disowns(turn_text: str) -> bool:
+    """Whether the principal's next turn takes back what they just said (see ``_DISOWNED``)."""
+    return bool(_DISOWNED.search(_normalise_text(own_words(turn_text))))
 
 
 def _retracted(sentences: Sequence[str], index: int) -> bool:

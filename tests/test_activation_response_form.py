@@ -546,3 +546,15 @@ def test_not_always_is_a_hedge_and_not_joking_is_no_retraction() -> None:
     text = "I'm not joking: always use bullet points with me."
     assert find_supporting_claim(text, text) is not None
     assert _classify(text) == ("promote", "answer_style")
+
+
+def test_headed_notes_are_own_words_and_a_changed_topic_is_no_disowning() -> None:
+    from retold._activation_rules import disowns, own_words
+
+    notes = "Update: I moved to Berlin.\nAlso: always answer in German."
+    assert "always answer in German" in own_words(notes)
+    assert "always answer in French" in own_words("Tom: hi\nMe: always answer in French\nTom: ok")
+    assert own_words("12/03/2024, 10:32 - Ana: always answer in Spanish").strip() == ""
+    assert not disowns("never mind, what's the weather like in Lisbon?")
+    assert not disowns("I was not joking, by the way.")
+    assert disowns("haha no, forget that, my kid typed it")
