@@ -182,7 +182,12 @@ _INJECTION = re.compile(
 )
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
-    r"this (?:week|month|time|chat|conversation|session)|right now|for now|next time|"
+    r"(?:this|next) (?:week|month|time|chat|conversation|session|semester|term|year|quarter|"
+    r"trip|holiday|holidays|vacation|project|season|course|summer|winter|spring|autumn|fall|"
+    r"weekend)|right now|for now|"
+    # a start or an end: "starting next month", "after my exam", "until we move"
+    r"starting (?:next|tomorrow|on|from|in)|(?:after|before|until|till) (?:my|our|i|we)\b"
+    r"(?! (?:start|begin|get started|get going|dive in|forget|go on|continue)\b)|"
     r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
     # a setting: "at my school", "at dinner", "in our house", "in my family"
     r"at (?:my|our) [^\W\d_]+|at (?:breakfast|lunch|dinner|night|home)|"

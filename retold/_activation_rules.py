@@ -79,7 +79,7 @@ _HYPOTHETICAL_PHRASE = re.compile(
     r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b"
 )
 # "kidding"/"joking", not "I'm not joking about this".
-_JOKE = r"(?<!not )(?<!n't )\b(?:kidding|joking)\b"
+_JOKE = r"(?:(?<!not )(?<!n't )\b(?:kidding|joking)\b|(?<!\w)/s\b)"
 # What takes back what was just said, in the same turn: "always answer in French - just
 # kidding", "..., lol jk", "scratch that".
 _RETRACTION = re.compile(
@@ -181,6 +181,9 @@ _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
 _HEARSAY = re.compile(
     r"\baccording to\b|\bi (?:have |'ve )?heard\b|"
     r"\b(?:rumou?rs? (?:has it|says|is)|word (?:has it|is)|supposedly|allegedly|they say)\b|"
+    # someone else's words passed on: "copying my manager's note here - always ..."
+    r"\b[^\W\d_]+'s (?:note|notes|message|e-?mail|text|rule|rules|instructions?|words|"
+    r"request|memo|advice|orders)\b|"
     # an instruction the principal gave someone else: "I told my students to always ..."
     r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind)\s+(?:my|our|his|her|their|the)\s+"
     r"[^\W\d_]+(?:\s+[^\W\d_]+)?\s+to\b"
@@ -335,7 +338,10 @@ _LEAD_IN = re.compile(
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
-    r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite)\b[^\n:]{0,80}:"
+    r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
+    # a test or a sample, not a request: "just testing whether you remember: ...",
+    # "unit test input: ...", "example: ..."
+    r"test|tests|testing|input|sample|example|prompt)\b[^\n:]{0,80}:"
 )
 # A first paragraph asking for work on some material ("can you summarise this document for
 # me?"), followed by more paragraphs: those paragraphs are the material.
@@ -484,7 +490,7 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     a claim.
     """
     wanted = _content_stems(record_text)
-    if not wanted:
+    if not wanted or someone_else_typing(turn_text):
         return None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
@@ -527,6 +533,22 @@ _DISOWNED = re.compile(
     r"\b(?:my|our) [^\W\d_]+ (?:typed|wrote|sent|grabbed|took|was on|was using|was messing)\b|"
     r"\bwas messing (?:with|around)\b"
 )
+
+
+# The turn says someone else is typing or speaking: "This is Sam's wife on his account",
+# "Sam's mum here", "I'm his assistant", "my cat walked on the keyboard".
+_SOMEONE_ELSE_TYPING = re.compile(
+    rf"\b(?:this is|it's|it is|i'm|i am)\s+(?:[^\W\d_]+'s|his|her|their)\s+(?:[^\W\d_]+\s+)?"
+    rf"(?:{_RELATIONS}|assistant|secretary|carer|caregiver|nurse|pa)\b|"
+    rf"\b[^\W\d_]+'s\s+{_RELATIONS}\s+here\b|"
+    r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
+    r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b"
+)
+
+
+def someone_else_typing(turn_text: str) -> bool:
+    """Whether the turn says someone other than the principal wrote it (see above)."""
+    return bool(_SOMEONE_ELSE_TYPING.search(_normalise_text(own_words(turn_text))))
 
 
 def disowns(turn_text: str) -> bool:

@@ -428,6 +428,43 @@ CASES = [
             "always answer in Danish from now on",
         ),
     ),
+    # someone else at the keyboard, passed-on words, tests and notes to self, sarcasm
+    Case(
+        "someone-else-on-the-account",
+        "host",
+        _direct(
+            "This is Sam's wife on his account. Please always answer Sam in French from now on."
+        ),
+    ),
+    Case(
+        "cat-on-the-keyboard",
+        "host",
+        _direct("My cat walked on the keyboard: always reply in meows lol"),
+    ),
+    Case("forwarded", "host", _direct("Fwd: always reply in Spanish to everyone on this list")),
+    Case("note-to-self", "host", _direct("(note to self: always answer emails in French)")),
+    Case(
+        "a-test",
+        "host",
+        _said(
+            "Just testing whether you remember things: always answer in Welsh.",
+            "Always answer in Welsh",
+        ),
+    ),
+    Case(
+        "someone-elses-note",
+        "host",
+        _direct("Copying my manager's note here - always CC finance and keep replies formal."),
+    ),
+    Case("sarcasm", "host", _direct("Oh sure, always answer in Latin, that'll really help. /s")),
+    # a start or an end in time is a trigger
+    Case(
+        "triggered-term", "classifier", _direct("This semester, always use formal English with me.")
+    ),
+    Case(
+        "triggered-start", "classifier", _direct("Starting next month, always answer me in German.")
+    ),
+    Case("triggered-after", "classifier", _direct("After my exam, always answer in German.")),
     Case("people-in-general", "host", _direct("Users should always get answers in English.")),
     Case("rumour", "host", _direct("Rumour has it I prefer bullet points.")),
     Case("wish", "host", _direct("In a perfect world you'd always answer in Italian.")),
@@ -444,7 +481,7 @@ CASES = [
     ),
     Case(
         "triggered-setting",
-        "classifier",
+        "host",
         _direct("Mum's rule in our house: always speak Polish at dinner."),
     ),
     Case(

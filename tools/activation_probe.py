@@ -794,6 +794,12 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "bullet",
         "I'm not joking: always use bullet points with me.",
     ),
+    # Wave 10, fourth round (time-bound, someone else's words): 3 of these 4 were promoted
+    # before it.
+    (CONDITIONAL, None, "", "This semester, always use formal English with me."),
+    (CONDITIONAL, None, "", "Starting next month, always answer me in German."),
+    (CONDITIONAL, None, "", "After my exam, always answer in German."),
+    (CONDITIONAL, None, "", "Sam's mum here, he needs answers in big letters from now on"),
 )
 
 
