@@ -341,7 +341,9 @@ _LEAD_IN = re.compile(
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
     # a test or a sample, not a request: "just testing whether you remember: ...",
     # "unit test input: ...", "example: ..."
-    r"test|tests|testing|input|sample|example|prompt)\b[^\n:]{0,80}:"
+    r"just (?:a )?test(?:ing)?|(?:this is|it's) (?:just )?a test|testing (?:whether|if|you|your|how)|"
+    r"unit test|test (?:input|prompt|message|case)|(?:sample|example) (?:input|prompt|text)|"
+    r"example|prompt)\b[^\n:]{0,80}:"
 )
 # A first paragraph asking for work on some material ("can you summarise this document for
 # me?"), followed by more paragraphs: those paragraphs are the material.

@@ -558,3 +558,17 @@ def test_headed_notes_are_own_words_and_a_changed_topic_is_no_disowning() -> Non
     assert not disowns("never mind, what's the weather like in Lisbon?")
     assert not disowns("I was not joking, by the way.")
     assert disowns("haha no, forget that, my kid typed it")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tests stress me out, so here is what I need: always keep answers short.",
+        "Thanks, good input: please always use metric units.",
+        "Before we start: I'm impatient, so keep it short with me, always.",
+    ],
+)
+def test_an_exam_a_thank_you_or_a_start_is_no_lead_in_or_trigger(text: str) -> None:
+    match = find_supporting_claim(text, text)
+    assert match is not None
+    assert _classify(match.sentence)[0] == "promote"
