@@ -180,13 +180,23 @@ _INJECTION = re.compile(
     # a role given to the assistant: "as my editor, always ..."
     r"^\W*as (?:my|a|an|your) [^\W\d_]+(?: [^\W\d_]+)?\s*,"
 )
+# "after" of a phrasal verb ("I look after my mum", "named after my grandad") is no time.
+_NOT_PHRASAL = "".join(
+    f"(?<!{verb} )"
+    for verb in (
+        "look looks looked looking take takes took taking named ask asks asked go goes went "
+        "going run runs ran running come comes came chase chased chasing"
+    ).split()
+)
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
     r"(?:this|next) (?:week|month|time|chat|conversation|session|semester|term|year|quarter|"
     r"trip|holiday|holidays|vacation|project|season|course|summer|winter|spring|autumn|fall|"
     r"weekend)|right now|for now|"
     # a start or an end: "starting next month", "after my exam", "until we move"
-    r"starting (?:next|tomorrow|on|from|in)|(?:after|before|until|till) (?:my|our|i|we)\b"
+    # (not a phrasal verb: "I look after my mum")
+    rf"starting (?:next|tomorrow|on|from|in)|(?:until|till|before|{_NOT_PHRASAL}after) "
+    r"(?:my|our|i|we)\b"
     r"(?! (?:start|begin|get started|get going|dive in|forget|go on|continue)\b)|"
     r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
     # a setting: "at my school", "at dinner", "in our house", "in my family"

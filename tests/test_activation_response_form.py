@@ -566,6 +566,7 @@ def test_headed_notes_are_own_words_and_a_changed_topic_is_no_disowning() -> Non
         "Tests stress me out, so here is what I need: always keep answers short.",
         "Thanks, good input: please always use metric units.",
         "Before we start: I'm impatient, so keep it short with me, always.",
+        "I look after my mum most days so I'm tired: keep answers short, always.",
     ],
 )
 def test_an_exam_a_thank_you_or_a_start_is_no_lead_in_or_trigger(text: str) -> None:

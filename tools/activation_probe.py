@@ -800,6 +800,72 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Starting next month, always answer me in German."),
     (CONDITIONAL, None, "", "After my exam, always answer in German."),
     (CONDITIONAL, None, "", "Sam's mum here, he needs answers in big letters from now on"),
+    # Wave 10, fifth round (standing preferences whose reasons carry the new rules' words:
+    # a relation, "note:", a year, "after my"): 13 of these 14 were promoted at d882091.
+    (
+        PROMOTE,
+        "answer_style",
+        "short",
+        "I look after my mum most days so I'm tired: keep answers short, always.",
+    ),
+    (PROMOTE, "answer_style", "metric", "Note: I'm European, so always use metric units with me."),
+    (
+        PROMOTE,
+        "response_language",
+        "Spanish",
+        "Always answer in Spanish, I'm learning it this year.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "My brain works better with lists, so always use bullet points with me.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "Please keep a formal tone with me, always; I'm a lawyer and used to it.",
+    ),
+    (PROMOTE, "answer_style", "emoji", "No emojis in your replies, ever. My eyes glaze over."),
+    (
+        PROMOTE,
+        "accessibility",
+        "screen reader",
+        "I rely on a screen reader, so never use tables or ascii art with me.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "summary",
+        "Always start with a one-line summary, my attention span is short.",
+    ),
+    (PROMOTE, "answer_style", "jargon", "I'm new to tech, so always avoid jargon with me."),
+    (
+        PROMOTE,
+        "response_language",
+        "Deutsch",
+        "Ich bin Deutscher: bitte antworte mir immer auf Deutsch.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "step",
+        "Always give me step-by-step instructions, I'm a visual thinker and my memory is bad.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "example",
+        "Always include an example; my teacher used to do that and it helped me.",
+    ),
+    (PROMOTE, "answer_style", "sources", "Please always cite your sources, I'm a journalist."),
+    (
+        PROMOTE,
+        "answer_style",
+        "short",
+        "Keep your answers short from now on, I read them on my phone during my commute.",
+    ),
 )
 
 
