@@ -78,15 +78,16 @@ _THIRD_PERSON = frozenset(
 _HYPOTHETICAL_PHRASE = re.compile(
     r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b"
 )
-# "kidding"/"joking", not "I'm not joking about this".
-_JOKE = r"(?:(?<!not )(?<!n't )\b(?:kidding|joking)\b|(?<!\w)/s\b)"
-# What takes back what was just said, in the same turn: "always answer in French - just
-# kidding", "..., lol jk", "scratch that".
-_RETRACTION = re.compile(
-    rf"\b(?:just|only) (?:kidding|joking)\b|\bj/?k\b|{_JOKE}|"
-    r"\bscratch that\b|\bignore (?:that|what i (?:just )?said)\b|"
-    r"\bforget (?:that|it|what i (?:just )?said)\b|\bnever ?mind\b|\bdisregard that\b"
+# A joke marker: "kidding", "joking" (not "I'm not joking"), "jk", "/s".
+_JOKE = re.compile(r"(?<!not )(?<!n't )\b(?:kidding|joking)\b|\bj/?k\b|(?<!\w)/s\b")
+# What takes back what was just said: "always answer in French - just kidding", "..., lol
+# jk", "scratch that", "forget what I said".
+_TAKE_BACK = (
+    rf"{_JOKE.pattern}|\bscratch that\b|"
+    r"\b(?:ignore|disregard|forget) (?:that|it|what i (?:just )?(?:said|wrote))\b"
 )
+# In the same turn, after the claim, "never mind" takes it back too.
+_RETRACTION = re.compile(rf"{_TAKE_BACK}|\bnever ?mind\b")
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
@@ -121,10 +122,6 @@ _THINGS = frozenset(
     "numbers figures dates units texts notes suggestions recommendations options things "
     "items stuff".split()
 )
-_PEOPLE = frozenset(
-    "my our his her their people kids children friends parents colleagues coworkers clients "
-    "customers students users readers guys folks family team".split()
-)
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to
 # my mum in Spanish", "tell my boss the answers in French"): the reply is for that person,
@@ -136,6 +133,10 @@ _RELATIONS = (
     r"cousins?|nieces?|nephews?|family|in-laws?|boss|manager|colleagues?|coworkers?|"
     r"co-workers?|team|clients?|customers?|students?|pupils?|teachers?|friends?|flatmates?|"
     r"roommates?|neighbou?rs?|guests?|readers?|audience|patients?|doctor|landlord|tenants?)"
+)
+# A person named: a possessive, people in general, or a relation ("my", "users", "kids").
+_PERSON_WORD = re.compile(
+    rf"(?:my|our|his|her|their|people|users|guys|folks|everyone|everybody|{_RELATIONS})"
 )
 _ADDRESSED_TO_OTHERS = re.compile(
     r"\b(?:answer(?:s|ed|ing)?|repl(?:y|ies|ied|ying)|respond(?:s|ed|ing)?|write|writes|wrote|"
@@ -154,7 +155,7 @@ def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
         if w in _THING_ANAPHOR and parts and not people:
             continue
         parts = parts or w in _THINGS
-        people = people or w in _PEOPLE
+        people = people or bool(_PERSON_WORD.fullmatch(w))
         out.append(w)
     return out
 
@@ -528,9 +529,7 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
 # my brother on my phone, ignore that", "haha no, forget that, my kid typed it". A bare
 # "never mind" is left out: as a next turn it usually drops a topic, not a preference.
 _DISOWNED = re.compile(
-    rf"\b(?:just|only) (?:kidding|joking)\b|\bj/?k\b|{_JOKE}|\bscratch that\b|"
-    r"\b(?:ignore|disregard) (?:that|it|this|him|her|them|what i (?:just )?(?:said|wrote))\b|"
-    r"\bforget (?:that|it|what i (?:just )?(?:said|wrote))\b|\bwas(?:n't| not) me\b|"
+    rf"{_TAKE_BACK}|\b(?:ignore|disregard) (?:this|him|her|them)\b|\bwas(?:n't| not) me\b|"
     r"\b(?:that|it) was (?:my|our) [^\W\d_]+|"
     r"\b(?:my|our) [^\W\d_]+ (?:typed|wrote|sent|grabbed|took|was on|was using|was messing)\b|"
     r"\bwas messing (?:with|around)\b"
@@ -561,7 +560,7 @@ def disowns(turn_text: str) -> bool:
 def _retracted(sentences: Sequence[str], index: int) -> bool:
     """Whether the turn takes the claim at ``index`` back: a joke marker in its sentence or
     after it, or any retraction ("scratch that", "never mind") in a later sentence."""
-    if re.search(rf"\bj/?k\b|{_JOKE}", _normalise_text(sentences[index])):
+    if _JOKE.search(_normalise_text(sentences[index])):
         return True
     return any(_RETRACTION.search(_normalise_text(s)) for s in sentences[index + 1 :])
 
