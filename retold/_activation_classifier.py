@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._activation_rules import (
     _IF_IDIOM,
     _WORD,
+    POLITE_REQUEST,
     _addressed,
     _disqualified,
     _negated,
@@ -310,9 +311,7 @@ _IMPERATIVE_START = re.compile(
 # An instruction marker anywhere in the sentence ("..., so please always explain things
 # simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
 _INSTRUCTION_ANYWHERE = re.compile(
-    # a polite request ("I'd appreciate it if you always ...", "it would help if you ...")
-    r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
-    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b|"
+    rf"{POLITE_REQUEST}|"
     r"\bplease\s+(?:always\s+|never\s+|just\s+|do not\s+|kindly\s+)*[^\W\d_]{2,}|"
     rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
     r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"

@@ -88,6 +88,12 @@ _TAKE_BACK = (
 )
 # In the same turn, after the claim, "never mind" takes it back too.
 _RETRACTION = re.compile(rf"{_TAKE_BACK}|\bnever ?mind\b")
+# A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
+# request, not a hypothetical (the activation classifier reads it as an instruction).
+POLITE_REQUEST = (
+    r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
+    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b"
+)
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
@@ -95,8 +101,7 @@ _IF_IDIOM = re.compile(
     r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
     r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b|"
     # a polite request: "I'd appreciate it if you ...", "it would really help if you ..."
-    r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
-    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b|"
+    rf"{POLITE_REQUEST}|"
     # a default the principal may override later: it states the rule, it is no hypothetical
     r"\bunless (?:i|we) (?:say|ask|tell you|specify) (?:otherwise|so|differently)\b|"
     r"\bunless (?:otherwise|stated otherwise)\b"
