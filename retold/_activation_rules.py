@@ -151,6 +151,13 @@ _ADDRESSED_TO_OTHERS = re.compile(
     rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b"
 )
 
+# A reply to someone named: "always reply in Spanish to Maria" (the name ends the clause or
+# is followed by "in", "with", "when": "to Spanish messages" names no one).
+_TO_NAMED = re.compile(
+    r"\b(?:[Rr]eply|[Aa]nswer|[Rr]espond|[Ww]rite|[Tt]alk|[Ss]peak)\b[^.!?]{0,40}?\bto\s+"
+    r"(?!(?:I|You|Me)\b)[A-Z][a-z]+(?=\s*(?:[.,;!?]|$|\s+(?:in|with|when|whenever|if)\b))"
+)
+
 
 def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
     """``words`` without the plural pronouns whose antecedent is a part of the reply."""
@@ -190,9 +197,12 @@ _HEARSAY = re.compile(
     # someone else's words passed on: "copying my manager's note here - always ..."
     r"\b[^\W\d_]+'s (?:note|notes|message|e-?mail|text|rule|rules|instructions?|words|"
     r"request|memo|advice|orders)\b|"
-    # an instruction the principal gave someone else: "I told my students to always ..."
-    r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind)\s+(?:my|our|his|her|their|the)\s+"
-    r"[^\W\d_]+(?:\s+[^\W\d_]+)?\s+to\b"
+    # an instruction the principal gave someone else, or something they set up: "I told my
+    # students to always ...", "set up my out-of-office to always reply in German"
+    r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind|set up|setup|configure|program|"
+    r"get)\s+(?:my|our|his|her|their|the)\s+[^\W\d_]+(?:[\s-]+[^\W\d_]+){0,2}?\s+to\b|"
+    # a motto or a policy stated, not an instruction: "my motto is always keep it short"
+    r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b"
 )
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
@@ -324,7 +334,12 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
     text = _normalise_text(sentence)
-    if _HEARSAY.search(text) or _OTHERS_DO.search(text) or _ADDRESSED_TO_OTHERS.search(text):
+    if (
+        _HEARSAY.search(text)
+        or _OTHERS_DO.search(text)
+        or _ADDRESSED_TO_OTHERS.search(text)
+        or _TO_NAMED.search(sentence)
+    ):
         return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", text)):
         if m.group(1) != "i":

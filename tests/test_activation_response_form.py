@@ -573,3 +573,9 @@ def test_an_exam_a_thank_you_or_a_start_is_no_lead_in_or_trigger(text: str) -> N
     match = find_supporting_claim(text, text)
     assert match is not None
     assert _classify(match.sentence)[0] == "promote"
+
+
+def test_a_reply_to_messages_in_a_language_names_no_one() -> None:
+    text = "Always reply to Spanish messages in Spanish."
+    assert find_supporting_claim(text, text) is not None
+    assert _classify(text) == ("promote", "response_language")

@@ -465,6 +465,11 @@ CASES = [
         "triggered-start", "classifier", _direct("Starting next month, always answer me in German.")
     ),
     Case("triggered-after", "classifier", _direct("After my exam, always answer in German.")),
+    # something else set up, a motto or policy stated, a reply to someone named
+    Case("set-up-something", "host", _direct("Set up my out-of-office to always reply in German.")),
+    Case("a-motto", "host", _direct("My motto is always keep it short.")),
+    Case("a-policy", "host", _direct("Our company policy is to always reply in English.")),
+    Case("to-someone-named", "host", _direct("Always reply in Spanish to Maria.")),
     Case("people-in-general", "host", _direct("Users should always get answers in English.")),
     Case("rumour", "host", _direct("Rumour has it I prefer bullet points.")),
     Case("wish", "host", _direct("In a perfect world you'd always answer in Italian.")),

@@ -866,6 +866,13 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "short",
         "Keep your answers short from now on, I read them on my phone during my commute.",
     ),
+    # Wave 10, last round (something else set up, a motto or policy, someone named): 4 of
+    # these 5 were promoted at 3eae6bf.
+    (CONDITIONAL, None, "", "Set up my out-of-office to always reply in German."),
+    (CONDITIONAL, None, "", "My motto is always keep it short."),
+    (CONDITIONAL, None, "", "Our company policy is to always reply in English."),
+    (CONDITIONAL, None, "", "Always reply in Spanish to Maria."),
+    (PROMOTE, "response_language", "Spanish", "Always reply to Spanish messages in Spanish."),
 )
 
 
