@@ -130,9 +130,12 @@ def check_eligibility(store: SQLiteStore, scope: Principal, record: Record) -> l
     return reasons
 
 
-def _candidate_turns(store: SQLiteStore, scope: Principal, record: Record) -> list[TranscriptTurn]:
+def _candidate_turns(
+    store: SQLiteStore, scope: Principal, record: Record
+) -> tuple[list[TranscriptTurn], dict[str, list[TranscriptTurn]]]:
     """Turns to search, in a fixed order: the cited turns, then their sessions and the
-    record's session; with neither, the principal's latest user turns."""
+    record's session; with neither, the principal's latest user turns. Also returns the
+    sessions read whole, by id."""
     seen: set[tuple[str, int]] = set()
     out: list[TranscriptTurn] = []
 
@@ -146,8 +149,9 @@ def _candidate_turns(store: SQLiteStore, scope: Principal, record: Record) -> li
     sessions = [ref.session_id for ref in record.evidence]
     if record.session_id:
         sessions.append(record.session_id)
-    for session in dict.fromkeys(sessions):
-        for turn in store.turns(scope, session):
+    whole = {session: store.turns(scope, session) for session in dict.fromkeys(sessions)}
+    for turns in whole.values():
+        for turn in turns:
             take(turn)
     if not sessions:
         rows = store.query(
@@ -158,16 +162,15 @@ def _candidate_turns(store: SQLiteStore, scope: Principal, record: Record) -> li
         )
         for row in rows:
             take(TranscriptTurn.model_validate(row))
-    return out
+    return out, whole
 
 
-def _disowned_next(store: SQLiteStore, scope: Principal, turn: TranscriptTurn) -> bool:
-    """Whether the principal's next user turn of the session takes ``turn`` back."""
-    later = (
-        t
-        for t in store.turns(scope, turn.session_id)
-        if t.turn_index > turn.turn_index and t.role is Role.USER
-    )
+def _disowned_next(
+    scope: Principal, turn: TranscriptTurn, session_turns: Sequence[TranscriptTurn]
+) -> bool:
+    """Whether the principal's next user turn of the session (``session_turns``, all of
+    them) takes ``turn`` back."""
+    later = (t for t in session_turns if t.turn_index > turn.turn_index and t.role is Role.USER)
     following = next(later, None)
     return (
         following is not None and _is_principal_turn(following, scope) and disowns(following.text)
@@ -184,11 +187,18 @@ def verify_evidence(
     """
     if not record.text:
         return None
-    for turn in _candidate_turns(store, scope, record):
+    candidates, whole = _candidate_turns(store, scope, record)
+    for turn in candidates:
         if not _is_principal_turn(turn, scope):
             continue
         match = find_supporting_claim(record.text, turn.text)
-        if match is not None and not _disowned_next(store, scope, turn):
+        if match is None:
+            continue
+        # The session is usually read whole already; a fallback turn's is read here.
+        session_turns = whole.get(turn.session_id)
+        if session_turns is None:
+            session_turns = store.turns(scope, turn.session_id)
+        if not _disowned_next(scope, turn, session_turns):
             return VerifiedEvidence(
                 ref=turn.ref,
                 sentence_index=match.sentence_index,

@@ -513,11 +513,15 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     a claim.
     """
     wanted = _content_stems(record_text)
-    if not wanted or someone_else_typing(turn_text):
+    if not wanted:
+        return None
+    own = own_words(turn_text)
+    # A turn someone else typed supports nothing (see ``_SOMEONE_ELSE_TYPING``).
+    if _SOMEONE_ELSE_TYPING.search(_normalise_text(own)):
         return None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
-    sentences = _sentences(own_words(turn_text))
+    sentences = _sentences(own)
     usable = [_disqualified(s, _words(s)) is None for s in sentences]
     # A record may span consecutive sentences of the turn ("use metric units, always; I never
     # know what a foot is"): the run of usable sentences that states most of it is the claim
@@ -565,11 +569,6 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
     r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b"
 )
-
-
-def someone_else_typing(turn_text: str) -> bool:
-    """Whether the turn says someone other than the principal wrote it (see above)."""
-    return bool(_SOMEONE_ELSE_TYPING.search(_normalise_text(own_words(turn_text))))
 
 
 def disowns(turn_text: str) -> bool:
