@@ -17,8 +17,8 @@ from ._activation_rules import (
     _negated,
     _normalise_text,
     _sentences,
-    _standing_request,
     _words,
+    standing_request,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import (
@@ -124,12 +124,15 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"voice ?over|talkback|magnif\w*|braille|epilep\w*|photosensitiv\w*|seizures?|"
         r"autis\w*|neurodivergen\w*|hearing (?:loss|aids?|impair\w*)|deafness|"
         r"motor impairment|tremors?|one[- ]handed|cognitive impairment|"
-        r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*)\b"
+        r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*|"
+        r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
     ),
     "response_language": re.compile(
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|"
         rf"\b(?:{LANGUAGE_NAMES})\s+only\b|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
+        rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
+        rf"(?:{LANGUAGE_NAMES})\b|"
         rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
         rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}"
     ),
@@ -149,7 +152,11 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
-        r"(?:one|two|three|four|five|a few|few|\d+) (?:sentences|lines|paragraphs|bullet points))\b"
+        r"(?:one|two|three|four|five|a few|few|\d+) (?:sentences|lines|paragraphs|bullet points)|"
+        # spelling conventions, and how a reply opens or closes
+        r"(?:british|american|us|uk|australian|canadian) (?:english )?spelling|oxford comma|"
+        r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"
+        r"(?:answers?|repl(?:y|ies)|responses?|messages?) (?:with|by|on)|follow[- ]up questions?)\b"
     ),
 }
 _INJECTION = re.compile(
@@ -258,16 +265,28 @@ _RESPONSE_CONDITION = re.compile(
 )
 # A one-off request about a text at hand ("please shorten this client brief", "translate
 # the following") is a task, not a standing instruction, unless it says it stands.
+# The item at hand, named as such: "this one", "that question", "this essay".
+_ITEM_AT_HAND = (
+    r"(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
+    r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
+    r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan)s?\b"
+)
 _ONE_OFF = re.compile(
     r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
     r"it|below|above)\b)|"
     # the item at hand named as such: "answer this one in Italian", "that question"
-    r"\b(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
-    r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
-    r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan)s?\b|"
-    r"\bjust (?:this|that) once\b"
+    rf"\b{_ITEM_AT_HAND}|"
+    r"\bjust (?:this|that) once\b|"
+    # translating is work on a text, never a standing language of reply by itself
+    r"\btranslat(?:e|ion)\b|"
+    # a lead-in to material that follows ("translate into Spanish:", "reply to this in
+    # German:"): the request is about that material
+    r":\s*$"
 )
+# A rule kept within the item at hand ("in this essay always use British spelling"): a
+# standing marker inside it stands only there.
+_WITHIN_ITEM = re.compile(rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}")
 # A request for one piece of content ("give me a quick summary of the causes of WW1",
 # "write me a short poem about rain"): an article, at most three words, then what it is
 # of or about. A task, not a standing instruction, unless it says it stands.
@@ -291,6 +310,8 @@ _STANDING = re.compile(
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
     r"(?:don't|do not|not) always|"
+    # a standing marker under a negation: "I don't want you to always answer in French"
+    r"not(?: [^\W\d_]+){1,3} always|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
     r"moze)\b"
 )
@@ -305,8 +326,8 @@ _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
     r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
     rf"(?:(?:{_INSTRUCTION_VERBS})\b|"
-    # a prohibition with no verb: "no emoji in your answers", "no headings"
-    r"no\s+(?=[^\W\d_]))"
+    # a prohibition with no verb: "no emoji in your answers", "no headings", "zero emojis"
+    r"(?:no|zero)\s+(?=[^\W\d_]))"
 )
 # An instruction marker anywhere in the sentence ("..., so please always explain things
 # simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
@@ -420,14 +441,14 @@ def _explicit_instruction(claim: str) -> bool:
     instruction verb or form, or a request with no verb ("metric units for me, please").
     Someone's own habit ("I always reply in English") is none."""
     claim = _HABIT.sub(" ", claim)
-    if _standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
+    if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True
     # Clause by clause: an imperative, or a standing request-question after a pause ("your
     # answers are too long for me, can you cut them down from now on").
     return any(
-        _IMPERATIVE_START.search(c) or _standing_request(c) for c in _CLAUSE_SPLIT.split(claim) if c
+        _IMPERATIVE_START.search(c) or standing_request(c) for c in _CLAUSE_SPLIT.split(claim) if c
     )
 
 
@@ -515,7 +536,8 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.5, reason="ambiguous_category"
             )
         category = categories[0]
-        if (_ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim)) and not _STANDING.search(claim):
+        one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim)
+        if (one_off and not _STANDING.search(claim)) or _WITHIN_ITEM.search(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"
             )

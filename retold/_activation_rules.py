@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from ._lexicon import FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
+from ._lexicon import CONCESSIONS, FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
 from ._records import (
     Principal,
     Record,
@@ -76,7 +76,10 @@ _THIRD_PERSON = frozenset(
     | {"elles", "ils", "er", "lui", "hij", "он", "она", "они", "він", "вона", "вони"}
 )
 _HYPOTHETICAL_PHRASE = re.compile(
-    r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b"
+    r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b|"
+    # a wish about oneself is counterfactual: "I wish I could read Japanese, then you could
+    # always answer me in it" ("I wish you'd stop using emoji" stays a request)
+    r"\bi wish (?:i|we)\b"
 )
 # A joke marker: "kidding", "joking" (not "I'm not joking"), "jk", "/s".
 _JOKE = re.compile(r"(?<!not )(?<!n't )\b(?:kidding|joking)\b|\bj/?k\b|(?<!\w)/s\b")
@@ -97,6 +100,8 @@ POLITE_REQUEST = (
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
+    # concessive, not conditional: "even if I write in Dutch, answer in English"
+    rf"\b(?:{CONCESSIONS})\b|"
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
     r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
     r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b|"
@@ -176,12 +181,15 @@ def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
 # Japanese from now on?") is a direct instruction when it says the request is standing.
 _REQUEST_QUESTION = re.compile(
     r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well)\W+)*"
-    r"(?:can|could|would|will)\s+you\b"
+    r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we)\b"
 )
 _STANDING = re.compile(
     r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
     r"every time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
-    r"in all (?:your )?(?:answers|replies|responses))\b"
+    r"in all (?:your )?(?:answers|replies|responses))\b|"
+    # a way of replying kept up with the principal: "could you keep a formal tone with me?",
+    # "would you mind sticking to plain words between us?"
+    r"\b(?:keep|stick|stay|talk|speak|use|write)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
@@ -202,7 +210,10 @@ _HEARSAY = re.compile(
     r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind|set up|setup|configure|program|"
     r"get)\s+(?:my|our|his|her|their|the)\s+[^\W\d_]+(?:[\s-]+[^\W\d_]+){0,2}?\s+to\b|"
     # a motto or a policy stated, not an instruction: "my motto is always keep it short"
-    r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b"
+    r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b|"
+    # a saying passed on: "as my grandma used to say, always keep it short", "as they say"
+    r"\bas the saying goes\b|"
+    r"\bas (?:[^\W\d_]+\s+){1,3}(?:(?:used|likes?|liked|would) to say|says|said|puts? it)\b"
 )
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
@@ -270,7 +281,7 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
-def _standing_request(sentence: str) -> bool:
+def standing_request(sentence: str) -> bool:
     """A request-question that states a standing instruction ("can you always ...?")."""
     text = _normalise_text(sentence)
     return bool(_REQUEST_QUESTION.search(text)) and bool(_STANDING.search(text))
@@ -324,7 +335,7 @@ def _addressed(
 
 def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
-    if sentence.rstrip().endswith("?") and not _standing_request(sentence):
+    if sentence.rstrip().endswith("?") and not standing_request(sentence):
         return "question"
     unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
@@ -357,7 +368,7 @@ _LEAD_IN = re.compile(
     r"review|check|read|paste[ds]?|forward(?:ed)?|quot(?:e|ed|ing)|"
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
-    r"handbook|manual|policy|policies|"
+    r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
     # a test or a sample, not a request: "just testing whether you remember: ...",
@@ -373,6 +384,12 @@ _REQUEST_ON_MATERIAL = re.compile(
     r"analy[sz]e|review|check|read|edit|explain|look at|what do you (?:make|think) of)\b"
 )
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+# A first line asking for that work and pointing at the material ("translate this for me",
+# "proofread the following") or naming only where it goes ("translate into Spanish"): the
+# lines after it are the material even with no blank line or colon between.
+_POINTS_AT_MATERIAL = re.compile(
+    r"(?i)\b(?:this|these|the following|below|here)\b|\b(?:in|into|to)\s+[^\W\d_]+\W*$"
+)
 # Headers that open a pasted or forwarded mail; the rest of the turn is the mail.
 _MAIL_START = re.compile(
     r"(?im)^[ \t>]*(?:(?:from|to|cc|bcc|subject|date|sent|reply-to)\s*:\s*\S|"
@@ -466,8 +483,9 @@ def own_words(turn_text: str) -> str:
     Removed: fenced blocks, blocks set apart by separator lines (``---``), the other
     speakers' lines of a pasted chat transcript
     ("Tom: ..." beside "Me: ..."), ``>`` quoted lines, quotations of three words or more, a
-    pasted or forwarded mail (from its first header on), and whatever follows a lead-in
-    that introduces someone else's text ("summarise this page:", "the email says:").
+    pasted or forwarded mail (from its first header on), whatever follows a lead-in
+    that introduces someone else's text ("summarise this page:", "the email says:"), and
+    what follows a first paragraph or line that asks for work on material after it.
     """
     text = normalise(turn_text)
     text = _FENCE.sub("\n", text)
@@ -482,6 +500,9 @@ def own_words(turn_text: str) -> str:
     first = _PARAGRAPH_BREAK.search(text)
     if first is not None and _REQUEST_ON_MATERIAL.search(text[: first.start()]):
         text = text[: first.start()]
+    head, newline, _ = text.partition("\n")
+    if newline and _REQUEST_ON_MATERIAL.search(head) and _POINTS_AT_MATERIAL.search(head):
+        text = head
     text = _QUOTE_LINE.sub("", text)
     return _QUOTED.sub(" ", text)
 

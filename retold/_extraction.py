@@ -22,6 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import standing_instruction
+from ._activation_rules import standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
     CJK_INSTRUCTION,
@@ -525,14 +526,10 @@ _INSTRUCTION = re.compile(
     r"\b(?:from now on|going forward|by default|as a rule|general rule)\b",
     re.I,
 )
-# A polite request phrased as a question that says it is standing ("can you generally give
-# me answers as bullet points?", "could you answer me in Japanese from now on?").
-_STANDING_REQUEST = re.compile(
-    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well)\W+)*"
-    r"(?:can|could|would|will)\s+you\b.*\b(?:always|generally|in general|from now on|"
-    r"from here on|going forward|by default|every time|all the time|in (?:the )?future|"
-    r"as a rule|for everything)\b",
-    re.I,
+# A sentence about the assistant's replies ("zero emojis in your replies, thanks", "your
+# answers are way too long"): what the user says of them is a preference, even with no "I".
+_ABOUT_REPLIES = re.compile(
+    r"\byour (?:answers?|repl(?:y|ies)|responses?|messages?|explanations?|tone)\b", re.I
 )
 # Taking back an earlier preference ("never mind the bullet points", "let's drop the Hindi
 # thing", "no longer", "stop replying in ...") in the languages the offline rules read.
@@ -718,7 +715,7 @@ class OfflineExtractor:
                 if _too_short(sentence):
                     reason = None
                     continue
-                request = bool(_STANDING_REQUEST.search(sentence))
+                request = standing_request(sentence)
                 opener = _SUBORDINATE_OPENER.match(sentence)
                 main = sentence[opener.end() - 1 :] if opener else sentence
                 instruction = request or bool(
@@ -726,6 +723,7 @@ class OfflineExtractor:
                     or (opener is not None and (_INSTRUCTION.search(main) or _PLEASE.search(main)))
                     or _FOREIGN_INSTRUCTION.search(sentence)
                     or _PREFERENCE.search(sentence)
+                    or _ABOUT_REPLIES.search(sentence)
                 )
                 withdrawal = bool(_WITHDRAWAL.search(sentence))
                 question = sentence.endswith("?") or (

@@ -579,3 +579,52 @@ def test_a_reply_to_messages_in_a_language_names_no_one() -> None:
     text = "Always reply to Spanish messages in Spanish."
     assert find_supporting_claim(text, text) is not None
     assert _classify(text) == ("promote", "response_language")
+
+
+def _extracted(text: str) -> list[str]:
+    turn = TranscriptTurn(
+        session_id="s",
+        turn_index=0,
+        role=Role.USER,
+        text=text,
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    return [r.text for r in OfflineExtractor().extract([turn], user=None)]
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("I'm in Manchester, so British spelling please, not American.", "answer_style"),
+        ("Don't end your replies with a question, I find it pushy.", "answer_style"),
+        ("Could you keep a formal tone with me?", "answer_style"),
+        ("Would you mind keeping things formal between us?", "answer_style"),
+        ("Can we switch to Portuguese from now on?", "response_language"),
+        ("zero emojis in your replies, thanks", "answer_style"),
+        ("Even if I write in Dutch, answer in English please.", "response_language"),
+        ("My eyesight isn't great, so keep the formatting simple.", "accessibility"),
+    ],
+)
+def test_spelling_openings_and_closings_kept_tones_and_concessions_promote(
+    text: str, category: str
+) -> None:
+    """Extracted, verified as the user's own sentence, and promoted in its category."""
+    assert _extracted(text) == [text]
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Can you go through these examples with me?",
+        "Translate your answer into Spanish.",
+        "In this email always use British spelling.",
+        "I do not need you to always use bullet points.",
+    ],
+)
+def test_a_task_done_together_a_translation_an_item_and_a_negated_always_are_not_promoted(
+    text: str,
+) -> None:
+    assert _classify(text)[0] != "promote"

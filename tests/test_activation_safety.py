@@ -472,6 +472,42 @@ CASES = [
     Case("to-someone-named", "host", _direct("Always reply in Spanish to Maria.")),
     Case("people-in-general", "host", _direct("Users should always get answers in English.")),
     Case("rumour", "host", _direct("Rumour has it I prefer bullet points.")),
+    # material on the line after a request for work on it, a lead-in's own words, a wish
+    # about oneself, a saying passed on, a negated standing marker, a rule within one item
+    Case(
+        "material-next-line",
+        "host",
+        _said("Translate into Spanish\nPlease always answer me in English.", "always answer me"),
+    ),
+    Case(
+        "material-after-this",
+        "host",
+        _said("Proofread this\nAlways reply in German, thanks.", "Always reply in German"),
+    ),
+    Case(
+        "translate-lead-in",
+        "classifier",
+        _said(
+            "Translate into Spanish: 'Please always answer me in English.'",
+            "Translate into Spanish: 'Please always answer me in English.'",
+        ),
+    ),
+    Case(
+        "a-title",
+        "host",
+        _said(
+            "Bookmark title: Always answer in Spanish cheat sheet. Can you shorten it?",
+            "Always answer in Spanish cheat sheet",
+        ),
+    ),
+    Case(
+        "wish-about-oneself",
+        "host",
+        _direct("I wish I could read Japanese, then you could always answer me in it."),
+    ),
+    Case("a-saying", "host", _direct("As my grandma used to say, always keep it short and sweet.")),
+    Case("negated-always", "classifier", _direct("I don't want you to always answer in French.")),
+    Case("within-one-item", "classifier", _direct("In this essay always use British spelling.")),
     Case("wish", "host", _direct("In a perfect world you'd always answer in Italian.")),
     Case("relayed-repeat", "host", _direct("Repeat after me: I will always answer in Klingon.")),
     Case(
