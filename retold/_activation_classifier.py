@@ -211,7 +211,8 @@ _TRIGGER = re.compile(
     r"at (?:my|our) [^\W\d_]+|at (?:breakfast|lunch|dinner|night|home)|"
     r"in (?:my|our) (?:house|home|family|office|school|class|team|company|country|city)|"
     # a channel is a trigger too: "on Slack", "in emails", "over WhatsApp", "to emails"
-    r"(?:on|in|over|via|to) (?:slack|teams|whatsapp|e-?mails?|texts?|sms|zoom|discord|"
+    r"(?:on|in|over|via|to) (?:(?:my|our|the|his|her|their) )?(?:slack|teams|whatsapp|e-?mails?|"
+    r"texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
     r"example|instance|sure|real|what it's worth|reference|"
@@ -430,9 +431,12 @@ _PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
 # assistant's, observed ("you always use too many emojis"), unless asked for ("can you
 # always ...?", "it would help if you always ...").
 _HABIT = re.compile(
-    r"\b(?:i|we|(?<!can )(?<!could )(?<!would )(?<!will )(?<!do )(?<!if )you|they|he|she)\s+"
+    r"\b(?:i(?:'ll| will)?|we(?:'ll| will)?|"
+    r"(?<!can )(?<!could )(?<!would )(?<!will )(?<!do )(?<!if )(?<!sure )you|they|he|she)\s+"
     r"(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"
-    rf"(?:{_INSTRUCTION_VERBS})\b"
+    # to the end of its clause: "I'll always answer in English, you can use whatever" asks
+    # for no language
+    rf"(?:{_INSTRUCTION_VERBS})\b[^,;.!?]*"
 )
 
 
@@ -524,7 +528,11 @@ class OfflineActivationClassifier:
             return ActivationProposal(
                 decision="conditional", confidence=0.9, reason="withdraws_preference"
             )
-        categories = _categories(claim)
+        categories = _categories(_HABIT.sub(" ", claim))
+        if not categories and _categories(claim):
+            # what the claim says of replies is the speaker's own habit ("I'll always
+            # answer in English, you can use whatever"): no preference for the assistant
+            return ActivationProposal(decision="conditional", confidence=0.85, reason="own_habit")
         if not categories and category_hint in request.allowed_categories:
             categories = [category_hint]
         if not categories:

@@ -89,8 +89,14 @@ _TAKE_BACK = (
     rf"{_JOKE.pattern}|\bscratch that\b|"
     r"\b(?:ignore|disregard|forget) (?:that|it|what i (?:just )?(?:said|wrote))\b"
 )
-# In the same turn, after the claim, "never mind" takes it back too.
-_RETRACTION = re.compile(rf"{_TAKE_BACK}|\bnever ?mind\b")
+# In the same turn, after the claim, "never mind" takes it back too, and so does a sentence
+# naming it as material: "that's the opening line of my short story", "this is a sample".
+_RETRACTION = re.compile(
+    rf"{_TAKE_BACK}|\bnever ?mind\b|"
+    r"\b(?:that|this|it)(?:'s| is| was)\s+(?:just\s+|only\s+)?(?:the|a|an|my|our|his|her|their)\s+"
+    r"(?:[^\W\d_]+\s+){0,2}(?:lines?|quotes?|sentences?|examples?|opening|title|lyrics?|caption|"
+    r"slogan|prompt|sample|excerpt|draft|dialogue|motto)\b"
+)
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).
 POLITE_REQUEST = (
@@ -164,6 +170,13 @@ _TO_NAMED = re.compile(
 )
 
 
+# Another voice assistant addressed by its wake word ("Alexa, always ...", "hey Google, ..."):
+# the instruction is for that device.
+_OTHER_ASSISTANT = re.compile(
+    r"^\W*(?:(?:hey|ok|okay|hi)\s+)?(?:alexa|siri|google|cortana|bixby|echo)\b\s*[,:!]"
+)
+
+
 def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
     """``words`` without the plural pronouns whose antecedent is a part of the reply."""
     out: list[str] = []
@@ -194,7 +207,8 @@ _STANDING = re.compile(
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
     "required|wrote|writes|wanted|preferred|liked|needed|recommends|recommended|suggests|"
-    "suggested|insists|insisted|advises|advised|heard"
+    "suggested|insists|insisted|advises|advised|heard|mentioned|mentions|claims|claimed|noted|"
+    "reckons|reckoned|believes|believed|feels|felt|explained|explains|warned|warns|swears|swore"
 )
 _REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
@@ -203,12 +217,18 @@ _HEARSAY = re.compile(
     r"\baccording to\b|\bi (?:have |'ve )?heard\b|"
     r"\b(?:rumou?rs? (?:has it|says|is)|word (?:has it|is)|supposedly|allegedly|they say)\b|"
     # someone else's words passed on: "copying my manager's note here - always ..."
-    r"\b[^\W\d_]+'s (?:note|notes|message|e-?mail|text|rule|rules|instructions?|words|"
-    r"request|memo|advice|orders)\b|"
+    r"\b[^\W\d_]+(?:'s|s') (?:[^\W\d_]+ )?(?:note|notes|message|e-?mail|text|rule|rules|"
+    r"instructions?|words|request|memo|advice|orders|status|bio|post|tweet|caption|diary|"
+    r"journal|poster|sign)\b|"
     # an instruction the principal gave someone else, or something they set up: "I told my
     # students to always ...", "set up my out-of-office to always reply in German"
     r"\b(?:told|tell|asked|ask|taught|teach|reminded|remind|set up|setup|configure|program|"
     r"get)\s+(?:my|our|his|her|their|the)\s+[^\W\d_]+(?:[\s-]+[^\W\d_]+){0,2}?\s+to\b|"
+    # a standing rule for someone or something else, or for the principal to keep: "tell
+    # Siri to always ...", "I set it to always ...", "remind me to always answer emails ..."
+    r"\b(?:told|tell|tells|asked|ask|reminded|remind|taught|teach|set|configured|configure|"
+    r"programm?ed|program|trained|train|got|get|have|had)\s+(?!(?:you|yourself|sure|u)\b)"
+    r"[^\W\d_]+\s+to\s+(?:always|never|only)\b|"
     # a motto or a policy stated, not an instruction: "my motto is always keep it short"
     r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b|"
     # a saying passed on: "as my grandma used to say, always keep it short", "as they say"
@@ -350,6 +370,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
         or _OTHERS_DO.search(text)
         or _ADDRESSED_TO_OTHERS.search(text)
         or _TO_NAMED.search(sentence)
+        or _OTHER_ASSISTANT.search(text)
     ):
         return "third_party"
     for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", text)):
@@ -369,6 +390,7 @@ _LEAD_IN = re.compile(
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"
+    r"status|bio|diary|journal|poster|lyrics?|song|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
     # a test or a sample, not a request: "just testing whether you remember: ...",
@@ -404,6 +426,15 @@ _SEPARATED = re.compile(
     re.DOTALL,
 )
 _QUOTE_LINE = re.compile(r"(?m)^[ \t]*>.*$")
+# Pasted code with no fence: a line that reads as code (a call, an assignment, a keyword
+# statement, a brace) makes the turn's comment lines ("# always respond in French") part
+# of that code, not the user's words.
+_CODE_LINE = re.compile(
+    r"(?m)^[ \t]*(?:[A-Za-z_][\w.]*\(.*\)[ \t]*;?|[A-Za-z_][\w.]*[ \t]*=[ \t]*\S.*|"
+    r"(?:import|from|def|class|function|const|let|var|return|public|private|#include)\b.*|"
+    r".*[{}])[ \t]*$"
+)
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*(?:#|//|--|/\*).*$")
 # Text in quotation marks with at least three words is a quotation, not the user's claim.
 _QUOTED = re.compile(r"\"[^\"\n]*?\s[^\"\n]*?\s[^\"\n]*?\"|\u201c[^\u201d\n]*\u201d")
 # Labels that imitate a conversation role (or a chat template's control tokens).
@@ -490,6 +521,8 @@ def own_words(turn_text: str) -> str:
     text = normalise(turn_text)
     text = _FENCE.sub("\n", text)
     text = _SEPARATED.sub("\n", text)
+    if _CODE_LINE.search(text):
+        text = _COMMENT_LINE.sub("", text)
     text = _drop_transcript(text)
     mail = _MAIL_START.search(text)
     if mail is not None:
@@ -587,6 +620,9 @@ _SOMEONE_ELSE_TYPING = re.compile(
     rf"\b(?:this is|it's|it is|i'm|i am)\s+(?:[^\W\d_]+'s|his|her|their)\s+(?:[^\W\d_]+\s+)?"
     rf"(?:{_RELATIONS}|assistant|secretary|carer|caregiver|nurse|pa)\b|"
     rf"\b[^\W\d_]+'s\s+{_RELATIONS}\s+here\b|"
+    # someone else's account or device: "this is the kids' account", "it's Sam's tablet"
+    r"\b(?:this is|it's|it is|on|using)\s+(?:(?:the|his|her|their)\s+)?[^\W\d_]+(?:'s|s')\s+"
+    r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
     r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
     r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b"
 )

@@ -533,12 +533,17 @@ def test_wave_10_observations_one_offs_and_other_addressees_stay_unpromoted(text
     assert match is None or _classify(match.sentence)[0] != "promote"
 
 
-@pytest.mark.parametrize(
-    "text", ["Always reply to my emails in English.", "Always answer my questions in French."]
-)
-def test_the_principals_own_messages_are_not_someone_else(text: str) -> None:
-    assert find_supporting_claim(text, text) is not None
-    assert _classify(text) == ("promote", "response_language")
+def test_the_principals_own_messages_are_not_someone_else() -> None:
+    """The host keeps both (no one else is addressed); replies to the principal's emails
+    are a channel, a trigger, while their questions are every turn."""
+    emails, questions = (
+        "Always reply to my emails in English.",
+        "Always answer my questions in French.",
+    )
+    assert find_supporting_claim(emails, emails) is not None
+    assert _classify(emails) == ("conditional", "response_language")
+    assert find_supporting_claim(questions, questions) is not None
+    assert _classify(questions) == ("promote", "response_language")
 
 
 def test_not_always_is_a_hedge_and_not_joking_is_no_retraction() -> None:
@@ -628,3 +633,21 @@ def test_a_task_done_together_a_translation_an_item_and_a_negated_always_are_not
     text: str,
 ) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("I'm on my phone a lot, so keep answers short.", "answer_style"),
+        ("Make sure you always use metric units with me.", "answer_style"),
+        ("I always write in French, so answer me in French too.", "response_language"),
+    ],
+)
+def test_the_principals_own_device_a_request_to_make_sure_and_a_habit_beside_a_request_promote(
+    text: str, category: str
+) -> None:
+    """The rules for someone else's device, one's own habit and a channel of one's own
+    leave these alone."""
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", category)

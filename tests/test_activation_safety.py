@@ -508,6 +508,54 @@ CASES = [
     Case("a-saying", "host", _direct("As my grandma used to say, always keep it short and sweet.")),
     Case("negated-always", "classifier", _direct("I don't want you to always answer in French.")),
     Case("within-one-item", "classifier", _direct("In this essay always use British spelling.")),
+    # code pasted with no fence, more reporting verbs, a rule for someone or something
+    # else, someone's status or diary, someone else's account, a wake word, the principal's
+    # own habit, a channel of theirs, a later sentence naming the claim as material
+    Case(
+        "code-comment",
+        "host",
+        _said(
+            "Why doesn't this work?\n# always respond in French\nprint('hi')",
+            "always respond in French",
+        ),
+    ),
+    Case(
+        "mentioned",
+        "host",
+        _direct("My therapist mentioned I should always ask you for short answers."),
+    ),
+    Case("claims", "host", _direct("My coworker claims I always want bullet points.")),
+    Case("for-another-assistant", "host", _direct("Tell Siri to always answer in French.")),
+    Case("set-elsewhere", "host", _direct("In ChatGPT I set it to always answer in Spanish.")),
+    Case("remind-me", "host", _direct("Remind me to always answer emails in French.")),
+    Case(
+        "someones-status",
+        "host",
+        _said("My sister's WhatsApp status: always answer in emojis.", "always answer in emojis"),
+    ),
+    Case(
+        "a-diary",
+        "host",
+        _said("From my diary, age 12: always speak French with Mamie.", "always speak French"),
+    ),
+    Case(
+        "someone-elses-account",
+        "host",
+        _said("This is the kids' account: always use simple words.", "always use simple words"),
+    ),
+    Case("wake-word", "host", _direct("Alexa, always answer in German from now on.")),
+    Case(
+        "own-habit", "classifier", _direct("I'll always answer in English, you can use whatever.")
+    ),
+    Case("own-channel", "classifier", _direct("Always reply to my emails in English.")),
+    Case(
+        "named-as-material",
+        "host",
+        _said(
+            "Dear assistant, always answer in Italian. That's the opening line of my short story, do you like it?",
+            "Dear assistant, always answer in Italian",
+        ),
+    ),
     Case("wish", "host", _direct("In a perfect world you'd always answer in Italian.")),
     Case("relayed-repeat", "host", _direct("Repeat after me: I will always answer in Klingon.")),
     Case(
