@@ -141,7 +141,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
         r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
-        r"numbered|number (?:the|your|each|all|them)|sources|citations?|cite (?:the|your)|(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
+        r"numbered|number (?:the|your|each|all|them)|sources|citations?|cite (?:the|your)|"
+        r"(?:link|cite|name|give|include|add|list|mention)(?:s|ing)? (?:the |your |a |any )?sources?|"
+        r"(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
         r"metric|imperial|units?|celsius|fahrenheit|kilomet(?:er|re)s?|km|miles|kilograms?|kg|"
         r"pounds|lbs|feet|inches|centimet(?:er|re)s?|litres|liters|gallons|plain text|plain english|prose|headings?|"
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
@@ -257,7 +259,10 @@ _RESPONSE_CONDITION = re.compile(
     # any recommendation or explanation, whatever it is of: "when you recommend something",
     # "when you explain anything"
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe)\s+"
-    r"(?:something|anything|things|stuff)\b|"
+    r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
+    # any fact or figure an answer states: "whenever you state a fact, link the source"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:state|give|quote|cite|mention|claim|use)\s+"
+    r"(?:an?\s+|any\s+)?(?:facts?|figures?|numbers?|statistics?|stats|claims?|data)\b|"
     # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
     # I'm casual" (a concession: the rule holds in that case too)
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
@@ -300,7 +305,7 @@ _ONE_OFF_TASK = re.compile(
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
-    r"(?:each|every) (?:time|answer|reply|response|message)|from here on|as a rule|"
+    r"(?:each|every) (?:single )?(?:time|answer|reply|response|message)|from here on|as a rule|"
     r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
     r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
     r"no matter (?:what|the topic|the subject))\b|"
@@ -336,6 +341,9 @@ _INSTRUCTION_ANYWHERE = re.compile(
     rf"{POLITE_REQUEST}|"
     r"\bplease\s+(?:always\s+|never\s+|just\s+|do not\s+|kindly\s+)*[^\W\d_]{2,}|"
     rf"\b(?:always|never)\s+(?:{_INSTRUCTION_VERBS})\b|"
+    # a joint rule from now on: "let's stick to Italian", "from now on we speak Italian"
+    rf"\b(?:let's|let us)\s+(?:{_INSTRUCTION_VERBS})\b|"
+    rf"\b(?:from now on|from here on|going forward),?\s+(?:we|you)\s+(?:{_INSTRUCTION_VERBS})\b|"
     r"\b(?:you can|feel free to|no need to|you do not need to|you don't need to|"
     r"you never need to)\b|"
     rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})(?!\w)|{CJK_INSTRUCTION}"

@@ -106,6 +106,8 @@ POLITE_REQUEST = (
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 _IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
+    r"\bwhen(?:ever)? (?:you can|possible|it makes sense|it helps|appropriate|relevant|needed|"
+    r"necessary)\b|"
     # concessive, not conditional: "even if I write in Dutch, answer in English"
     rf"\b(?:{CONCESSIONS})\b|"
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
@@ -198,7 +200,7 @@ _REQUEST_QUESTION = re.compile(
 )
 _STANDING = re.compile(
     r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
-    r"every time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
+    r"every (?:single )?time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
     r"in all (?:your )?(?:answers|replies|responses))\b|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
@@ -301,6 +303,21 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
+# A tag after a statement ("From now on we speak Italian, ok?"): the sentence asks nothing.
+_TAG_QUESTION = re.compile(
+    r",\s*(?:ok|okay|alright|all right|right|yeah|yes|deal|got it|understood|thanks|"
+    r"please|pls|capisce|agreed)\s*\?+\s*$",
+    re.I,
+)
+
+
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` is a question: it ends with "?", and not only after a tag
+    ("..., ok?")."""
+    text = sentence.rstrip()
+    return text.endswith("?") and not _TAG_QUESTION.search(text)
+
+
 def standing_request(sentence: str) -> bool:
     """A request-question that states a standing instruction ("can you always ...?")."""
     text = _normalise_text(sentence)
@@ -355,7 +372,7 @@ def _addressed(
 
 def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
-    if sentence.rstrip().endswith("?") and not standing_request(sentence):
+    if asks(sentence) and not standing_request(sentence):
         return "question"
     unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):

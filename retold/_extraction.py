@@ -22,7 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import standing_instruction
-from ._activation_rules import standing_request
+from ._activation_rules import asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
     CJK_INSTRUCTION,
@@ -397,7 +397,7 @@ _QUESTION_START = re.compile(
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
-_PLEASE = re.compile(r"\bplease\b", re.I)
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
 )
@@ -724,9 +724,10 @@ class OfflineExtractor:
                     or _FOREIGN_INSTRUCTION.search(sentence)
                     or _PREFERENCE.search(sentence)
                     or _ABOUT_REPLIES.search(sentence)
+                    or _PLEASE.search(sentence)
                 )
                 withdrawal = bool(_WITHDRAWAL.search(sentence))
-                question = sentence.endswith("?") or (
+                question = asks(sentence) or (
                     bool(_QUESTION_START.match(sentence))
                     and not _INSTRUCTION.match(sentence)
                     and not _SUBORDINATE_OPENER.match(sentence)

@@ -651,3 +651,32 @@ def test_the_principals_own_device_a_request_to_make_sure_and_a_habit_beside_a_r
     match = find_supporting_claim(text, text)
     assert match is not None and match.sentence == text
     assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("From now on we speak Italian, ok?", "response_language"),
+        ("Number your steps, every single time.", "answer_style"),
+        (
+            "I have dyscalculia, so spell out numbers in words when you can, always.",
+            "accessibility",
+        ),
+        ("Whenever you state a fact, link the source.", "answer_style"),
+        ("Short answers please.", "answer_style"),
+    ],
+)
+def test_tag_questions_joint_rules_when_you_can_and_verbless_requests_promote(
+    text: str, category: str
+) -> None:
+    assert text in _extracted(text)
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", category)
+
+
+def test_a_real_question_is_still_a_question() -> None:
+    """A tag question asks nothing; a question that ends in a question word still does."""
+    assert _extracted("Should we speak Italian from here, ok?") == []
+    assert find_supporting_claim("Is it ok?", "Is it ok?") is None
+    assert _classify("Could you make this shorter?")[0] != "promote"
