@@ -333,7 +333,8 @@ _IMPERATIVE_START = re.compile(
     r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
     rf"(?:(?:{_INSTRUCTION_VERBS})\b|"
     # a prohibition with no verb: "no emoji in your answers", "no headings", "zero emojis"
-    r"(?:no|zero)\s+(?=[^\W\d_]))"
+    r"(?:no|zero)\s+(?!(?:thanks|thank|problem|problems|worries|way|idea|clue|doubt|rush|"
+    r"pressure|offen[cs]e|biggie|matter|kidding|joke)\b)(?=[^\W\d_]))"
 )
 # An instruction marker anywhere in the sentence ("..., so please always explain things
 # simply", "I'm Deaf so please never tell me ..."), in the languages the rules read.
@@ -439,6 +440,11 @@ _PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
 # assistant's, observed ("you always use too many emojis"), unless asked for ("can you
 # always ...?", "it would help if you always ...").
 _HABIT = re.compile(
+    # someone's, in the third person: "ChatGPT always answers in bullet points" (not the
+    # reply's own: "make sure your reply always includes a summary")
+    r"\b(?!(?:answer|reply|response|message|summary|list|text|explanation|it|that|this)\b)"
+    r"[^\W\d_]+\s+(?:always|never)\s+(?:answers|replies|responds|writes|uses|speaks|talks|gives|keeps|"
+    r"sends|says|explains|puts|starts|ends|adds|includes|formats|lists)\b[^,;.!?]*|"
     r"\b(?:i(?:'ll| will)?|we(?:'ll| will)?|"
     r"(?<!can )(?<!could )(?<!would )(?<!will )(?<!do )(?<!if )(?<!sure )you|they|he|she)\s+"
     r"(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"

@@ -161,7 +161,10 @@ _ADDRESSED_TO_OTHERS = re.compile(
     r"writing|talk(?:s|ed|ing)?|speak(?:s|ing)?|spoke|tell(?:s|ing)?|told|explain(?:s|ed|ing)?|"
     r"send(?:s|ing)?|sent|text(?:s|ed)?|e-?mail(?:s|ed)?|message(?:s|d)?|address(?:es|ed)?|"
     r"greet(?:s|ed)?|say|says|said)(?:\s+(?:back|things|it|them|this|that))?\s+(?:to\s+|for\s+|with\s+)?"
-    rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b"
+    rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
+    # or a person named before: "my grandmother will ask you things too: always answer her"
+    r"\b(?:answer|reply to|respond to|write to|talk to|speak to|tell|explain (?:it )?to)\s+"
+    r"(?:him|her)\b"
 )
 
 # A reply to someone named: "always reply in Spanish to Maria" (the name ends the clause or
@@ -240,6 +243,11 @@ _HEARSAY = re.compile(
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
 _OTHERS_DO = re.compile(
+    # a thing of the principal's that must behave so: "the bot in my app must never use
+    # emojis" (not "my answers should always be short": the replies to the principal)
+    r"^\W*(?:the|my|our|his|her|their)\s+(?!(?:answers?|repl(?:y|ies)|responses?|explanations?|"
+    r"messages?|summar(?:y|ies)|lists?|texts?)\b)[^\W\d_]+(?:\s+(?:in|of|on|for)\s+"
+    r"(?:my|our|the|his|her|their)\s+[^\W\d_]+)?\s+(?:must|should|needs? to|has to|have to|shall)\b|"
     # people in general: "users should always get answers in English"
     r"^\W*(?:(?:all|most|some|other)\s+)?(?:users|people|everyone|everybody|customers|clients|"
     r"students|readers|visitors|members|employees|staff|nobody|no one|someone|somebody|anyone|"
@@ -407,6 +415,7 @@ _LEAD_IN = re.compile(
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"
+    r"blog|vlog|newsletter|podcast|template|resolution|checklist|"
     r"status|bio|diary|journal|poster|lyrics?|song|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"

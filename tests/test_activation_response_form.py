@@ -680,3 +680,19 @@ def test_a_real_question_is_still_a_question() -> None:
     assert _extracted("Should we speak Italian from here, ok?") == []
     assert find_supporting_claim("Is it ok?", "Is it ok?") is None
     assert _classify("Could you make this shorter?")[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Make sure your reply always includes a summary.",
+        "My answers should always be short.",
+        "No thanks, no emojis in your replies ever.",
+    ],
+)
+def test_the_replys_own_habit_and_a_courtesy_before_a_prohibition_still_promote(text: str) -> None:
+    """Someone's habit is read in the third person, but not the reply's; "no thanks" is no
+    prohibition, and one after it still is."""
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", "answer_style")

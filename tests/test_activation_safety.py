@@ -548,6 +548,48 @@ CASES = [
         "own-habit", "classifier", _direct("I'll always answer in English, you can use whatever.")
     ),
     Case("own-channel", "classifier", _direct("Always reply to my emails in English.")),
+    # another assistant's habit liked, a courtesy read as a prohibition, a reply to a person
+    # named before, a blog or a resolution, a product that must behave so
+    Case(
+        "another-assistants-habit",
+        "classifier",
+        _direct("ChatGPT always answers in bullet points, I like that."),
+    ),
+    Case(
+        "no-thanks",
+        "classifier",
+        _direct("no thanks, always English is fine I guess"),
+    ),
+    Case(
+        "answer-her",
+        "host",
+        _direct(
+            "My grandmother only reads Polish and will ask you things too: always answer her in Polish."
+        ),
+    ),
+    Case(
+        "a-blog-rule",
+        "host",
+        _said(
+            "Rule #1 of my blog: always write in plain English.", "always write in plain English"
+        ),
+    ),
+    Case(
+        "a-resolution",
+        "host",
+        _said(
+            "New year's resolution: always answer emails in French.",
+            "always answer emails in French",
+        ),
+    ),
+    Case(
+        "a-product-must",
+        "host",
+        _said(
+            "The bot in my app must never use emojis. How do I enforce that in the prompt?",
+            "The bot in my app must never use emojis",
+        ),
+    ),
     Case(
         "named-as-material",
         "host",
