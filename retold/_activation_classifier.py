@@ -113,6 +113,13 @@ class ActivationClassifier(Protocol):
 
 # -- the offline classifier -------------------------------------------------------------
 
+# A language as what is asked for: "Portuguese works better for me than English", "I prefer
+# Spanish", "Spanish from now on!" (not "I like learning Japanese", "I prefer Spanish food").
+_LANGUAGE_WANTED = (
+    rf"\b(?:{LANGUAGE_NAMES})\s+(?:works?|suits?|from now on|from here on|going forward|"
+    rf"by default|always|every time)\b|"
+    rf"\b(?:prefer|rather have|rather)\s+(?:{LANGUAGE_NAMES})\b(?![ \t]+[^\W\d_])"
+)
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
         r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|"
@@ -129,7 +136,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "response_language": re.compile(
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|"
-        rf"\b(?:{LANGUAGE_NAMES})\s+only\b|"
+        rf"\b(?:{LANGUAGE_NAMES})\s+only\b|{_LANGUAGE_WANTED}|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
         rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
         rf"(?:{LANGUAGE_NAMES})\b|"
@@ -150,6 +157,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple)|"
+        r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
+        r"precise (?:language|wording|terms)|be (?:exact|precise)|"
         r"plain (?:language|words|terms)|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
@@ -360,7 +369,9 @@ _PREFERENCE_FORM = re.compile(
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
-    r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists)\b"
+    r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists|"
+    r"instructions|examples|summar(?:y|ies)|headings|tables|units)\b|"
+    rf"{_LANGUAGE_WANTED}"
 )
 _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*"
@@ -454,12 +465,22 @@ _HABIT = re.compile(
 )
 
 
+# A request with no verb, only what is asked for and that it stands: "Spanish from now on!",
+# "metric always.", "shorter answers going forward."
+_VERBLESS_STANDING = re.compile(
+    r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+,?\s+(?:from now on|from here on|going forward|"
+    r"by default|always|every time)\W*$"
+)
+
+
 def _explicit_instruction(claim: str) -> bool:
     """Whether ``claim`` (normalised) is phrased as an instruction to the assistant: an
     instruction verb or form, or a request with no verb ("metric units for me, please").
     Someone's own habit ("I always reply in English") is none."""
     claim = _HABIT.sub(" ", claim)
     if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
+        return True
+    if _VERBLESS_STANDING.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True

@@ -696,3 +696,37 @@ def test_the_replys_own_habit_and_a_courtesy_before_a_prohibition_still_promote(
     match = find_supporting_claim(text, text)
     assert match is not None and match.sentence == text
     assert _classify(text) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("I'm Brazilian, Portuguese works better for me than English.", "response_language"),
+        ("English isn't my first language, so simple words please.", "answer_style"),
+        (
+            "I'm a lawyer and precise language matters to me, so be exact in your replies.",
+            "answer_style",
+        ),
+        ("Spanish from now on!", "response_language"),
+        ("Step-by-step instructions work best for me.", "answer_style"),
+    ],
+)
+def test_a_language_that_works_better_simple_words_and_verbless_standing_requests_promote(
+    text: str, category: str
+) -> None:
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I like learning Japanese.",
+        "I prefer Spanish food.",
+        "Tables only.",
+        "Spanish this time only.",
+    ],
+)
+def test_a_language_as_a_subject_or_food_and_a_bare_only_are_not_promoted(text: str) -> None:
+    assert _classify(text)[0] != "promote"
