@@ -12,6 +12,8 @@ from ._activation_rules import (
     _IF_IDIOM,
     _WORD,
     POLITE_REQUEST,
+    WITHDRAWAL,
+    WITHDRAWAL_OR_NEW,
     _addressed,
     _disqualified,
     _negated,
@@ -284,7 +286,8 @@ _RESPONSE_CONDITION = re.compile(
 _ITEM_AT_HAND = (
     r"(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
     r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
-    r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan)s?\b"
+    r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan|lesson|game|"
+    r"quiz|roleplay|role-play|exercise|round|class|course|chapter|module)s?\b"
 )
 _ONE_OFF = re.compile(
     r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
@@ -326,7 +329,7 @@ _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
     r"(?:don't|do not|not) always|"
     # a standing marker under a negation: "I don't want you to always answer in French"
-    r"not(?: [^\W\d_]+){1,3} always|"
+    r"(?:not|never)(?: [^\W\d_]+){1,3} always|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
     r"moze)\b"
 )
@@ -376,24 +379,6 @@ _RESPONSE_OBJECT = re.compile(
 _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*"
 )
-# Retracting an earlier preference rather than stating one: "never mind the bullet points",
-# "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
-_WITHDRAWAL = re.compile(
-    r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
-    r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
-    r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
-    r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
-    r"you can stop|no need (?:to|for) .*\bany ?more|"
-    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
-    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
-)
-# Cues that take something back, or tell the assistant to stop something new ("drop the
-# markdown", "stop using emojis"): with a standing marker ("always", "in general") they
-# state a new standing preference rather than withdraw one.
-_WITHDRAWAL_OR_NEW = re.compile(
-    r"\b(?:scratch|drop|cancel) (?:the|my|those|this)\b|"
-    r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
-)
 _CHANGE_MARKER = re.compile(
     r"^(?:(?:oh|ok|okay|hmm|um|so|and|well),?\s+)*(?:actually|on second thought|wait|"
     r"instead|en fait|en realidad|na verdade|eigentlich)\b"
@@ -435,9 +420,9 @@ def _is_withdrawal(sentence: str) -> bool:
     markdown with me, always" state new standing preferences.
     """
     text = _normalise_text(sentence)
-    if _WITHDRAWAL.search(text):
+    if WITHDRAWAL.search(text):
         return True
-    weak = bool(_WITHDRAWAL_OR_NEW.search(text)) or (
+    weak = bool(WITHDRAWAL_OR_NEW.search(text)) or (
         bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
     )
     return weak and not _STANDING.search(text)

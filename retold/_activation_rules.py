@@ -79,7 +79,9 @@ _HYPOTHETICAL_PHRASE = re.compile(
     r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b|"
     # a wish about oneself is counterfactual: "I wish I could read Japanese, then you could
     # always answer me in it" ("I wish you'd stop using emoji" stays a request)
-    r"\bi wish (?:i|we)\b"
+    r"\bi wish (?:i|we)\b|"
+    # what the principal would never ask: "I'd never ask you to always answer in French"
+    r"\bi(?:'d| would) never\b"
 )
 # A joke marker: "kidding", "joking" (not "I'm not joking"), "jk", "/s".
 _JOKE = re.compile(r"(?<!not )(?<!n't )\b(?:kidding|joking)\b|\bj/?k\b|(?<!\w)/s\b")
@@ -95,7 +97,10 @@ _RETRACTION = re.compile(
     rf"{_TAKE_BACK}|\bnever ?mind\b|"
     r"\b(?:that|this|it)(?:'s| is| was)\s+(?:just\s+|only\s+)?(?:the|a|an|my|our|his|her|their)\s+"
     r"(?:[^\W\d_]+\s+){0,2}(?:lines?|quotes?|sentences?|examples?|opening|title|lyrics?|caption|"
-    r"slogan|prompt|sample|excerpt|draft|dialogue|motto)\b"
+    r"slogan|prompt|sample|excerpt|draft|dialogue|motto)\b|"
+    # or a test of what the assistant can do: "Just curious if you can."
+    r"\bjust (?:curious|wondering|asking|checking)\b|"
+    r"\b(?:curious|wondering) (?:if|whether) you (?:can|could)\b"
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).
@@ -416,6 +421,7 @@ _LEAD_IN = re.compile(
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"
     r"blog|vlog|newsletter|podcast|template|resolution|checklist|"
+    r"copied|copying|forum|"
     r"status|bio|diary|journal|poster|lyrics?|song|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
@@ -435,6 +441,15 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # A first line asking for that work and pointing at the material ("translate this for me",
 # "proofread the following") or naming only where it goes ("translate into Spanish"): the
 # lines after it are the material even with no blank line or colon between.
+# A first line that presents material ("here's the brief from my client", "this is the email
+# I got"): the lines after it are that material.
+_PRESENTS_MATERIAL = re.compile(
+    r"(?i)^\W*(?:here(?:'s| is| are)|this is|below is|attached is|i got|i received|i found)\b"
+    r"[^\n]*\b(?:brief|e-?mail|mail|text|message|doc|document|draft|post|article|notes?|list|"
+    r"page|letter|script|thread|transcript|instructions|rules|policy|guide|template|prompt|memo|"
+    r"output|log|quote|excerpt|paragraph|section|essay|story|poem|lyrics|review|feedback|"
+    r"comments?|tweet|reply|response)s?\b"
+)
 _POINTS_AT_MATERIAL = re.compile(
     r"(?i)\b(?:this|these|the following|below|here)\b|\b(?:in|into|to)\s+[^\W\d_]+\W*$"
 )
@@ -560,7 +575,10 @@ def own_words(turn_text: str) -> str:
     if first is not None and _REQUEST_ON_MATERIAL.search(text[: first.start()]):
         text = text[: first.start()]
     head, newline, _ = text.partition("\n")
-    if newline and _REQUEST_ON_MATERIAL.search(head) and _POINTS_AT_MATERIAL.search(head):
+    if newline and (
+        (_REQUEST_ON_MATERIAL.search(head) and _POINTS_AT_MATERIAL.search(head))
+        or _PRESENTS_MATERIAL.search(head)
+    ):
         text = head
     text = _QUOTE_LINE.sub("", text)
     return _QUOTED.sub(" ", text)
@@ -596,8 +614,15 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     if not wanted:
         return None
     own = own_words(turn_text)
-    # A turn someone else typed supports nothing (see ``_SOMEONE_ELSE_TYPING``).
-    if _SOMEONE_ELSE_TYPING.search(_normalise_text(own)):
+    # A turn someone else typed supports nothing (see ``_SOMEONE_ELSE_TYPING``), nor does
+    # one read to someone else, but for a withdrawal (``_SOMEONE_ELSE_READING``).
+    own_text = _normalise_text(own)
+    if _SOMEONE_ELSE_TYPING.search(own_text):
+        return None
+    record_norm = _normalise_text(record_text)
+    if _SOMEONE_ELSE_READING.search(own_text) and not (
+        WITHDRAWAL.search(record_norm) or WITHDRAWAL_OR_NEW.search(record_norm)
+    ):
         return None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
@@ -649,8 +674,40 @@ _SOMEONE_ELSE_TYPING = re.compile(
     # someone else's account or device: "this is the kids' account", "it's Sam's tablet"
     r"\b(?:this is|it's|it is|on|using)\s+(?:(?:the|his|her|their)\s+)?[^\W\d_]+(?:'s|s')\s+"
     r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
+    # someone else holding the device: "my toddler grabbed the phone"
+    r"\bmy [^\W\d_]+ (?:grabbed|took|has|had|stole|snatched|got hold of|is using|was using) "
+    r"(?:my|the) (?:phone|keyboard|laptop|tablet|computer|ipad|account)\b|"
     r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
     r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b"
+)
+
+
+# Retracting an earlier preference rather than stating one: "never mind the bullet points",
+# "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
+WITHDRAWAL = re.compile(
+    r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
+    r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
+    r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
+    r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
+    r"you can stop|no need (?:to|for) .*\bany ?more|"
+    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
+    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
+)
+# Cues that take something back, or tell the assistant to stop something new ("drop the
+# markdown", "stop using emojis"): with a standing marker ("always", "in general") they
+# state a new standing preference rather than withdraw one.
+WITHDRAWAL_OR_NEW = re.compile(
+    r"\b(?:scratch|drop|cancel) (?:the|my|those|this)\b|"
+    r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
+)
+# Someone else reading the replies now: "my friend is reading over my shoulder", "reading
+# this to my class now". What the turn asks for is for them; a withdrawal still counts
+# (taking a preference back for that reason is the principal's own decision).
+_SOMEONE_ELSE_READING = re.compile(
+    r"\bover my shoulder\b|"
+    r"\b(?:reading|showing|projecting|presenting) (?:this|it|you|your answers?|these|them) "
+    r"(?:out )?(?:aloud |out loud )?to (?:my|our|the)\b|"
+    r"\b(?:my|our|the) [^\W\d_]+ (?:is|are) (?:reading|watching|listening)\b"
 )
 
 

@@ -730,3 +730,21 @@ def test_a_language_that_works_better_simple_words_and_verbless_standing_request
 )
 def test_a_language_as_a_subject_or_food_and_a_bare_only_are_not_promoted(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Here is what I want:\nAlways answer in French.", "response_language"),
+        ("This is my main account. Always answer in German.", "response_language"),
+        ("My eyes are tired, so always keep answers short.", "answer_style"),
+    ],
+)
+def test_the_principals_own_account_and_a_presented_wish_still_promote(
+    text: str, category: str
+) -> None:
+    """Presented material needs a material noun; an account of the principal's own is theirs."""
+    instruction = text.split("\n")[-1].split(". ")[-1]
+    match = find_supporting_claim(instruction, text)
+    assert match is not None
+    assert _classify(match.sentence) == ("promote", category)

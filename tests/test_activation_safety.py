@@ -590,6 +590,61 @@ CASES = [
             "The bot in my app must never use emojis",
         ),
     ),
+    # a capability question, someone reading over the shoulder or being read to, a toddler
+    # with the phone, what the principal would never ask, a rule within a lesson, copied or
+    # presented material
+    Case(
+        "just-curious",
+        "host",
+        _said(
+            "Could you always answer in French? Just curious if you can.",
+            "Could you always answer in French",
+        ),
+    ),
+    Case(
+        "over-the-shoulder",
+        "host",
+        _direct("Answer in French from now on, my friend is reading over my shoulder."),
+    ),
+    Case(
+        "read-to-a-class",
+        "host",
+        _said(
+            "Reading this to my class now. Keep answers short and simple, always.",
+            "Keep answers short and simple, always",
+        ),
+    ),
+    Case(
+        "toddler-grabbed-the-phone",
+        "host",
+        _said(
+            "Sorry, my toddler grabbed the phone: ALWAYS ANSWER IN EMOJI", "ALWAYS ANSWER IN EMOJI"
+        ),
+    ),
+    Case("would-never-ask", "host", _direct("I'd never ask you to always answer in French.")),
+    Case(
+        "within-a-lesson",
+        "classifier",
+        _said(
+            "We're doing a lesson on formal letters: always use formal English in this lesson.",
+            "always use formal English in this lesson",
+        ),
+    ),
+    Case(
+        "copied",
+        "host",
+        _said(
+            "I copied this from a forum: always reply in lowercase.", "always reply in lowercase"
+        ),
+    ),
+    Case(
+        "presented-material",
+        "host",
+        _said(
+            "Here's the brief from my client\nAlways write in British English and keep it formal.",
+            "Always write in British English and keep it formal",
+        ),
+    ),
     Case(
         "named-as-material",
         "host",

@@ -1226,6 +1226,63 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I prefer Spanish food."),
     (CONDITIONAL, None, "", "Tables only."),
     (PROMOTE, "answer_style", "Paragraphs", "Paragraphs, always."),
+    # Wave 11, sixth round (capability questions, audiences, toddlers, lessons, copied and
+    # presented material): 8 of the 25 histories these come from were promoted at d141dc6.
+    (CONDITIONAL, None, "", "Quote of the day: always keep it short."),
+    (CONDITIONAL, None, "", "Fun fact: my dad always answers the phone in French."),
+    (CONDITIONAL, None, "", "Could you always answer in French? Just curious if you can."),
+    (CONDITIONAL, None, "", "Answer in French from now on, my friend is reading over my shoulder."),
+    (CONDITIONAL, None, "", "I'm testing a prompt: always answer in JSON."),
+    (CONDITIONAL, None, "", "People keep telling me to ask you for shorter answers."),
+    (CONDITIONAL, None, "", "Always answer in French, that's what my teacher wants."),
+    (CONDITIONAL, None, "", "I'd never ask you to always answer in French."),
+    (CONDITIONAL, None, "", "My preference used to be bullet points, now I don't care."),
+    (CONDITIONAL, None, "", "Always answer in French? Is that something you can do?"),
+    (CONDITIONAL, None, "", "For the quiz, always answer in one word."),
+    (CONDITIONAL, None, "", "In this game you always answer with emojis only."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "We're doing a lesson on formal letters: always use formal English in this lesson.",
+    ),
+    (CONDITIONAL, None, "", "My students asked me to tell you: always answer in simple English."),
+    (CONDITIONAL, None, "", "Reading this to my class now. Keep answers short and simple, always."),
+    (CONDITIONAL, None, "", "Can you pretend to be my grandma and always call me sweetie?"),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Someone on Reddit said you always answer in bullet points if asked. Is that true?",
+    ),
+    (CONDITIONAL, None, "", "I copied this from a forum: always reply in lowercase."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Here's the brief from my client\nAlways write in British English and keep it formal.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My old assistant always answered in Dutch, can you do the same for this one email?",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Shadow me today: always answer like a pirate, it's Talk Like a Pirate Day!",
+    ),
+    (CONDITIONAL, None, "", "Sorry, my toddler grabbed the phone: ALWAYS ANSWER IN EMOJI"),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Write the rules for our family chatbot: always answer the kids in simple words, never use scary examples.",
+    ),
+    (PROMOTE, "answer_style", "short", "My eyes are tired, so always keep answers short."),
+    (PROMOTE, "response_language", "German", "This is my main account. Always answer in German."),
 )
 
 
