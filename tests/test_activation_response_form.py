@@ -586,6 +586,13 @@ def test_a_reply_to_messages_in_a_language_names_no_one() -> None:
     assert _classify(text) == ("promote", "response_language")
 
 
+def _assert_promoted_whole(text: str, category: str) -> None:
+    """The whole of ``text`` is the host-verified claim, and it is promoted in ``category``."""
+    match = find_supporting_claim(text, text)
+    assert match is not None and match.sentence == text
+    assert _classify(text) == ("promote", category)
+
+
 def _extracted(text: str) -> list[str]:
     turn = TranscriptTurn(
         session_id="s",
@@ -615,9 +622,7 @@ def test_spelling_openings_and_closings_kept_tones_and_concessions_promote(
 ) -> None:
     """Extracted, verified as the user's own sentence, and promoted in its category."""
     assert _extracted(text) == [text]
-    match = find_supporting_claim(text, text)
-    assert match is not None and match.sentence == text
-    assert _classify(text) == ("promote", category)
+    _assert_promoted_whole(text, category)
 
 
 @pytest.mark.parametrize(
@@ -648,9 +653,7 @@ def test_the_principals_own_device_a_request_to_make_sure_and_a_habit_beside_a_r
 ) -> None:
     """The rules for someone else's device, one's own habit and a channel of one's own
     leave these alone."""
-    match = find_supporting_claim(text, text)
-    assert match is not None and match.sentence == text
-    assert _classify(text) == ("promote", category)
+    _assert_promoted_whole(text, category)
 
 
 @pytest.mark.parametrize(
@@ -670,9 +673,7 @@ def test_tag_questions_joint_rules_when_you_can_and_verbless_requests_promote(
     text: str, category: str
 ) -> None:
     assert text in _extracted(text)
-    match = find_supporting_claim(text, text)
-    assert match is not None and match.sentence == text
-    assert _classify(text) == ("promote", category)
+    _assert_promoted_whole(text, category)
 
 
 def test_a_real_question_is_still_a_question() -> None:
@@ -693,9 +694,7 @@ def test_a_real_question_is_still_a_question() -> None:
 def test_the_replys_own_habit_and_a_courtesy_before_a_prohibition_still_promote(text: str) -> None:
     """Someone's habit is read in the third person, but not the reply's; "no thanks" is no
     prohibition, and one after it still is."""
-    match = find_supporting_claim(text, text)
-    assert match is not None and match.sentence == text
-    assert _classify(text) == ("promote", "answer_style")
+    _assert_promoted_whole(text, "answer_style")
 
 
 @pytest.mark.parametrize(
@@ -714,9 +713,7 @@ def test_the_replys_own_habit_and_a_courtesy_before_a_prohibition_still_promote(
 def test_a_language_that_works_better_simple_words_and_verbless_standing_requests_promote(
     text: str, category: str
 ) -> None:
-    match = find_supporting_claim(text, text)
-    assert match is not None and match.sentence == text
-    assert _classify(text) == ("promote", category)
+    _assert_promoted_whole(text, category)
 
 
 @pytest.mark.parametrize(
