@@ -155,7 +155,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
         r"metric|imperial|units?|celsius|fahrenheit|kilomet(?:er|re)s?|km|miles|kilograms?|kg|"
         r"pounds|lbs|feet|inches|centimet(?:er|re)s?|litres|liters|gallons|plain text|plain english|prose|headings?|"
-        r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|"
+        r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|fluff|"
+        r"waffle|padding|small talk|intros?|introductions|(?:jump|get|go) straight (?:in|to it)|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple)|"
@@ -337,7 +338,7 @@ _INSTRUCTION_VERBS = (
     r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
     r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
-    r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|"
+    r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note"
 )
 _IMPERATIVE_START = re.compile(
@@ -364,6 +365,7 @@ _INSTRUCTION_ANYWHERE = re.compile(
 _PREFERENCE_FORM = re.compile(
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
     r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
+    r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"

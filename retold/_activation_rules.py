@@ -84,7 +84,10 @@ _HYPOTHETICAL_PHRASE = re.compile(
     r"\bi(?:'d| would) never\b"
 )
 # A joke marker: "kidding", "joking" (not "I'm not joking"), "jk", "/s".
-_JOKE = re.compile(r"(?<!not )(?<!n't )\b(?:kidding|joking)\b|\bj/?k\b|(?<!\w)/s\b")
+_JOKE = re.compile(
+    r"(?<!not )(?<!n't )\b(?:kidding|joking)\b|\bj/?k\b|(?<!\w)/s\b|"
+    r"\bsaid no ?(?:one|body) ever\b|\byeah,? right\b"
+)
 # What takes back what was just said: "always answer in French - just kidding", "..., lol
 # jk", "scratch that", "forget what I said".
 _TAKE_BACK = (
@@ -106,6 +109,7 @@ _RETRACTION = re.compile(
 # request, not a hypothetical (the activation classifier reads it as an instruction).
 POLITE_REQUEST = (
     r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
+    r"love it|like it|"
     r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b"
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
@@ -183,7 +187,9 @@ _TO_NAMED = re.compile(
 # Another voice assistant addressed by its wake word ("Alexa, always ...", "hey Google, ..."):
 # the instruction is for that device.
 _OTHER_ASSISTANT = re.compile(
-    r"^\W*(?:(?:hey|ok|okay|hi)\s+)?(?:alexa|siri|google|cortana|bixby|echo)\b\s*[,:!]"
+    r"^\W*(?:(?:hey|ok|okay|hi)\s+)?(?:alexa|siri|google|cortana|bixby|echo)\b\s*[,:!]|"
+    # a letter's greeting to someone else: "Dear diary, ...", "Dear Sam, ..."
+    r"^\W*dear (?!(?:assistant|ai|bot|chatbot|claude|gpt|chatgpt|retold|you)\b)[^\W\d_]+"
 )
 
 

@@ -489,7 +489,7 @@ _RULE = re.compile(
 _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
     r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
-    r"i'd prefer|i can't stand|don't (?:use|give|send)|"
+    r"i'd prefer|^\W*prefer|i can't stand|don't (?:use|give|send)|"
     r"answer me|reply (?:to me )?in|respond in)\b",
     re.I,
 )

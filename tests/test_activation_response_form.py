@@ -745,3 +745,17 @@ def test_the_principals_own_account_and_a_presented_wish_still_promote(
     match = find_supporting_claim(instruction, text)
     assert match is not None
     assert _classify(match.sentence) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Less fluff, more substance in your answers please.",
+        "As a non-native speaker I'd appreciate simpler English from you.",
+        "I'd love it if you used more examples when you explain stuff.",
+        "Prefer bullet lists over prose in general.",
+        "Jump straight in, always.",
+    ],
+)
+def test_fluff_polite_wishes_subjectless_preferences_and_jumping_in_promote(text: str) -> None:
+    _assert_promoted_whole(text, "answer_style")

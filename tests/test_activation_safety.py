@@ -645,6 +645,8 @@ CASES = [
             "Always write in British English and keep it formal",
         ),
     ),
+    Case("said-no-one-ever", "host", _direct("Always answer in French, said no one ever.")),
+    Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
         "host",

@@ -1283,6 +1283,82 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (PROMOTE, "answer_style", "short", "My eyes are tired, so always keep answers short."),
     (PROMOTE, "response_language", "German", "This is my main account. Always answer in German."),
+    # Wave 11, last round (warm and plain styles, polite wishes, sarcasm, letters): 7 of
+    # these 24 were misread at 15aba48.
+    (PROMOTE, "response_language", "Spanish", "Talk to me in Spanish, it's my first language."),
+    (PROMOTE, "answer_style", "friendly", "Going forward, keep the tone light and friendly."),
+    (PROMOTE, "answer_style", "fluff", "Less fluff, more substance in your answers please."),
+    (
+        PROMOTE,
+        "answer_style",
+        "simpler English",
+        "As a non-native speaker I'd appreciate simpler English from you.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "autistic",
+        "I'm autistic and literal, so please say exactly what you mean, no idioms.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "Jump",
+        "Hey, one thing: I hate long intros. Jump straight in, always.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "examples",
+        "I'd love it if you used more examples when you explain stuff.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "bottom line",
+        "Give me the bottom line first, then details, every time.",
+    ),
+    (PROMOTE, "answer_style", "DD/MM/YYYY", "Please write dates as DD/MM/YYYY, I'm in the UK."),
+    (
+        PROMOTE,
+        "answer_style",
+        "paragraphs",
+        "I read on a small screen, so short paragraphs please.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "Korean",
+        "My native language is Korean; reply in Korean whenever possible.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "colour",
+        "I'm colour blind, never use colour alone to convey meaning.",
+    ),
+    (PROMOTE, "answer_style", "bullet", "Prefer bullet lists over prose in general."),
+    (
+        PROMOTE,
+        "answer_style",
+        "warm",
+        "Use a warm, encouraging tone with me; I get discouraged easily.",
+    ),
+    (CONDITIONAL, None, "", "Could you translate your last answer into German?"),
+    (CONDITIONAL, None, "", "Explain it like I'm five, just for this question."),
+    (CONDITIONAL, None, "", "My daughter wants you to talk like a pirate."),
+    (CONDITIONAL, None, "", "When it's late at night, keep answers short."),
+    (CONDITIONAL, None, "", "If you answer in French I won't understand."),
+    (CONDITIONAL, None, "", "Last year I asked you to always answer in German, remember?"),
+    (CONDITIONAL, None, "", "Always answer in French, said no one ever."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "I'm writing a chatbot persona: warm, always answers in Spanish, uses emojis.",
+    ),
+    (CONDITIONAL, None, "", "Dear diary, always answer in French lol"),
+    (CONDITIONAL, None, "", "Spanish answers for my Spanish class homework please."),
 )
 
 
