@@ -281,8 +281,6 @@ _RESPONSE_CONDITION = re.compile(
     rf"\b(?:{CONCESSIONS})\b|"
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
 )
-# A one-off request about a text at hand ("please shorten this client brief", "translate
-# the following") is a task, not a standing instruction, unless it says it stands.
 # The item at hand, named as such: "this one", "that question", "this essay".
 _ITEM_AT_HAND = (
     r"(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
@@ -290,6 +288,8 @@ _ITEM_AT_HAND = (
     r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan|lesson|game|"
     r"quiz|roleplay|role-play|exercise|round|class|course|chapter|module)s?\b"
 )
+# A one-off request about a text at hand ("please shorten this client brief", "translate
+# the following") is a task, not a standing instruction, unless it says it stands.
 _ONE_OFF = re.compile(
     r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"

@@ -447,6 +447,9 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # A first line asking for that work and pointing at the material ("translate this for me",
 # "proofread the following") or naming only where it goes ("translate into Spanish"): the
 # lines after it are the material even with no blank line or colon between.
+_POINTS_AT_MATERIAL = re.compile(
+    r"(?i)\b(?:this|these|the following|below|here)\b|\b(?:in|into|to)\s+[^\W\d_]+\W*$"
+)
 # A first line that presents material ("here's the brief from my client", "this is the email
 # I got"): the lines after it are that material.
 _PRESENTS_MATERIAL = re.compile(
@@ -455,9 +458,6 @@ _PRESENTS_MATERIAL = re.compile(
     r"page|letter|script|thread|transcript|instructions|rules|policy|guide|template|prompt|memo|"
     r"output|log|quote|excerpt|paragraph|section|essay|story|poem|lyrics|review|feedback|"
     r"comments?|tweet|reply|response)s?\b"
-)
-_POINTS_AT_MATERIAL = re.compile(
-    r"(?i)\b(?:this|these|the following|below|here)\b|\b(?:in|into|to)\s+[^\W\d_]+\W*$"
 )
 # Headers that open a pasted or forwarded mail; the rest of the turn is the mail.
 _MAIL_START = re.compile(
