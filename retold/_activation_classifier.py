@@ -305,7 +305,17 @@ _ONE_OFF = re.compile(
 )
 # A rule kept within the item at hand ("in this essay always use British spelling"): a
 # standing marker inside it stands only there.
-_WITHIN_ITEM = re.compile(rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}")
+_WITHIN_ITEM = re.compile(
+    rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}|"
+    # work on a document of the principal's ("format the invoice totals in euros, always two
+    # decimals") or words to put on something ("write ... on a sticky note")
+    r"^\W*(?:please\s+)?(?:format|write|rewrite|edit|fix|translate|shorten|draft|prepare|"
+    r"update|fill in|fill out)\s+(?:the|my|our)\s+(?:[^\W\d_]+\s+)?(?:invoice|report|"
+    r"spreadsheet|table|document|doc|letter|essay|cv|resume|slides?|deck|file|page|post|"
+    r"presentation|proposal|contract|form|card)s?\b|"
+    r"\b(?:on|onto) (?:a|the|my) (?:sticky note|post-it|note|card|sign|board|whiteboard|poster|"
+    r"label|mug|shirt|t-shirt|banner|cake)\b"
+)
 # A request for one piece of content ("give me a quick summary of the causes of WW1",
 # "write me a short poem about rain"): an article, at most three words, then what it is
 # of or about. A task, not a standing instruction, unless it says it stands.

@@ -103,6 +103,12 @@ _RETRACTION = re.compile(
     r"slogan|prompt|sample|excerpt|draft|dialogue|motto)\b|"
     # or a test of what the assistant can do: "Just curious if you can."
     r"\bjust (?:curious|wondering|asking|checking)\b|"
+    # or says who said it: "Never reply in English again!!! said my angry customer"
+    r"^\W*(?:said|says|wrote|writes|asked|asks)\b|"
+    # or says what it is for: "Use Spanish. It's for my Spanish homework."
+    r"\b(?:it's|it is|this is|that's|that is) (?:just |only )?for (?:my|a|an|the|our) "
+    r"(?:[^\W\d_]+ )?(?:homework|assignment|essay|exam|test|quiz|presentation|report|party|"
+    r"trick|game|slides|project|demo|screenshot|video|joke|prank)\b|"
     r"\b(?:curious|wondering) (?:if|whether) you (?:can|could)\b"
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
@@ -249,6 +255,8 @@ _HEARSAY = re.compile(
     r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b|"
     # a saying passed on: "as my grandma used to say, always keep it short", "as they say"
     r"\bas the saying goes\b|"
+    # a quotative: "never reply in English again, said my angry customer"
+    r"\b(?:said|says|asked|asks|wrote|writes) (?:my|our|his|her|their|the|a|an) [^\W\d_]+|"
     r"\bas (?:[^\W\d_]+\s+){1,3}(?:(?:used|likes?|liked|would) to say|says|said|puts? it)\b"
 )
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
@@ -422,7 +430,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
 _LEAD_IN = re.compile(
     r"(?im)^[^\n]{0,160}?\b(?:summari[sz]e|summary|tl;?dr|translate|translation|proofread|"
     r"rewrite|paraphrase|reply to|respond to|answer (?:this|the following)|analy[sz]e|"
-    r"review|check|read|paste[ds]?|forward(?:ed)?|quot(?:e|ed|ing)|"
+    r"review|check|read|paste[ds]?|forward(?:ed|ing)?|quot(?:e|ed|ing)|"
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"

@@ -759,3 +759,11 @@ def test_the_principals_own_account_and_a_presented_wish_still_promote(
 )
 def test_fluff_polite_wishes_subjectless_preferences_and_jumping_in_promote(text: str) -> None:
     _assert_promoted_whole(text, "answer_style")
+
+
+def test_a_standing_request_with_its_purpose_still_promotes() -> None:
+    """A purpose that is a practice, not a one-off task, leaves the request standing."""
+    text = "Answer in Spanish from now on. It's for my practice."
+    match = find_supporting_claim("Answer in Spanish from now on", text)
+    assert match is not None
+    assert _classify(match.sentence) == ("promote", "response_language")

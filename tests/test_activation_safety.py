@@ -646,6 +646,37 @@ CASES = [
         ),
     ),
     Case("said-no-one-ever", "host", _direct("Always answer in French, said no one ever.")),
+    # a document's format, words for a sticky note, forwarded, a task's purpose, quotatives
+    Case(
+        "a-documents-format",
+        "classifier",
+        _direct("Format the invoice totals in euros, always two decimals."),
+    ),
+    Case(
+        "sticky-note",
+        "classifier",
+        _direct("Write always answer in French on a sticky note for me."),
+    ),
+    Case(
+        "forwarding",
+        "host",
+        _said(
+            "Forwarding from my boss: always answer in formal English.",
+            "always answer in formal English",
+        ),
+    ),
+    Case(
+        "for-homework",
+        "host",
+        _said("Use Spanish. It's for my Spanish homework.", "Use Spanish"),
+    ),
+    Case(
+        "quotative-after",
+        "host",
+        _said(
+            "Never reply in English again!!! said my angry customer", "Never reply in English again"
+        ),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
