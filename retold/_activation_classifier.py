@@ -221,6 +221,7 @@ _TRIGGER = re.compile(
     r"(?:my|our|i|we)\b"
     r"(?! (?:start|begin|get started|get going|dive in|forget|go on|continue)\b)|"
     r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
+    r"on (?:my|our) (?:[^\W\d_]+ )?(?:days?|nights?|mornings?|evenings?|weekends?|shifts?|breaks?)|"
     # a setting: "at my school", "at dinner", "in our house", "in my family"
     r"at (?:my|our) [^\W\d_]+|at (?:breakfast|lunch|dinner|night|home)|"
     r"in (?:my|our) (?:house|home|family|office|school|class|team|company|country|city)|"

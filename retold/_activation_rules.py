@@ -251,6 +251,8 @@ _HEARSAY = re.compile(
     r"\b(?:told|tell|tells|asked|ask|reminded|remind|taught|teach|set|configured|configure|"
     r"programm?ed|program|trained|train|got|get|have|had)\s+(?!(?:you|yourself|sure|u)\b)"
     r"[^\W\d_]+\s+to\s+(?:always|never|only)\b|"
+    # someone who made the principal do so: "my ex used to make me always answer in French"
+    r"\b(?:made|make|makes|making|forced?|forcing|had|has|have|lets?)\s+me\s+(?:always|never)\b|"
     # a motto or a policy stated, not an instruction: "my motto is always keep it short"
     r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b|"
     # a saying passed on: "as my grandma used to say, always keep it short", "as they say"
@@ -434,7 +436,7 @@ _LEAD_IN = re.compile(
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"
-    r"blog|vlog|newsletter|podcast|template|resolution|checklist|"
+    r"blog|vlog|newsletter|podcast|template|resolution|checklist|tweet|draft|"
     r"copied|copying|forum|"
     r"status|bio|diary|journal|poster|lyrics?|song|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
@@ -491,7 +493,12 @@ _CODE_LINE = re.compile(
 )
 _COMMENT_LINE = re.compile(r"(?m)^[ \t]*(?:#|//|--|/\*).*$")
 # Text in quotation marks with at least three words is a quotation, not the user's claim.
-_QUOTED = re.compile(r"\"[^\"\n]*?\s[^\"\n]*?\s[^\"\n]*?\"|\u201c[^\u201d\n]*\u201d")
+_QUOTED = re.compile(
+    r"\"[^\"\n]*?\s[^\"\n]*?\s[^\"\n]*?\"|\u201c[^\u201d\n]*\u201d|"
+    # in single quotes, which open before a word and close after one (never the apostrophe
+    # inside "don't" or "it's")
+    r"(?<!\w)'(?=\w)[^'\n]*?\s[^'\n]*?\s[^'\n]*?(?<=[\w.!?,])'(?!\w)"
+)
 # Labels that imitate a conversation role (or a chat template's control tokens).
 _ROLE_LABEL = re.compile(
     r"(?im)(?:^|[.!?:;]\s+|\n)[ \t>*#_\-]*(?:system|assistant|developer|operator|admin|"

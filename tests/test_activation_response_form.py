@@ -767,3 +767,10 @@ def test_a_standing_request_with_its_purpose_still_promotes() -> None:
     match = find_supporting_claim("Answer in Spanish from now on", text)
     assert match is not None
     assert _classify(match.sentence) == ("promote", "response_language")
+
+
+def test_apostrophes_are_not_quotation_marks() -> None:
+    """Single quotes around three words or more are a quotation; contractions are not."""
+    text = "I'd like 'bullet points' in every answer, please, it's easier."
+    match = find_supporting_claim(text, text)
+    assert match is not None and "bullet points" in match.sentence

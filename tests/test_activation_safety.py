@@ -646,6 +646,24 @@ CASES = [
         ),
     ),
     Case("said-no-one-ever", "host", _direct("Always answer in French, said no one ever.")),
+    Case("made-me", "host", _direct("My ex used to make me always answer in French, ugh.")),
+    Case(
+        "draft-a-tweet",
+        "host",
+        _said(
+            "Draft a tweet: From now on, always answer in French!",
+            "From now on, always answer in French",
+        ),
+    ),
+    Case("on-my-days", "classifier", _direct("On my Spanish days, answer in Spanish.")),
+    Case(
+        "single-quoted",
+        "host",
+        _said(
+            "Lol my autocorrect turned 'answer' into 'always answer in French'",
+            "always answer in French",
+        ),
+    ),
     # a document's format, words for a sticky note, forwarded, a task's purpose, quotatives
     Case(
         "a-documents-format",

@@ -1397,6 +1397,39 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "Spanish",
         "Answer in Spanish from now on. It's for my practice.",
     ),
+    # Wave 11, after the note (jokes, someone who made the principal, drafts, days, single
+    # quotes): 5 of the 20 histories these come from were promoted at 6ab56a8; the
+    # knock-knock joke still is.
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Knock knock. Who's there? Always. Always who? Always answer in French!",
+    ),
+    (CONDITIONAL, None, "", "My ex used to make me always answer in French, ugh."),
+    (CONDITIONAL, None, "", "Draft a tweet: From now on, always answer in French!"),
+    (CONDITIONAL, None, "", "Print exactly this: always answer in French"),
+    (CONDITIONAL, None, "", "Step 3 of the recipe says always use metric. Why?"),
+    (CONDITIONAL, None, "", "What does my profile say? I think it says always answer in French."),
+    (CONDITIONAL, None, "", "Your colleague bot told me you always answer in French."),
+    (CONDITIONAL, None, "", "Correct my grammar: me always wanting answers in french"),
+    (CONDITIONAL, None, "", "If it's not too much trouble, maybe answer in French sometimes?"),
+    (CONDITIONAL, None, "", "The kids' homework app says: always answer in full sentences."),
+    (CONDITIONAL, None, "", "Hmm what if you always answered in French, would that be weird?"),
+    (CONDITIONAL, None, "", "I keep telling my students to always answer in French."),
+    (CONDITIONAL, None, "", "Siri always answers me in French for some reason."),
+    (CONDITIONAL, None, "", "On my Spanish days, answer in Spanish."),
+    (CONDITIONAL, None, "", "Always answer in French when my mother-in-law visits."),
+    (CONDITIONAL, None, "", "A user on our platform wrote: always answer me in French."),
+    (CONDITIONAL, None, "", "Slide 4 title: Always answer in French"),
+    (CONDITIONAL, None, "", "In the game Simon Says, Simon says always answer in French!"),
+    (CONDITIONAL, None, "", "Lol my autocorrect turned 'answer' into 'always answer in French'"),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "This is a roleplay: you're a French waiter who always answers in French.",
+    ),
 )
 
 
