@@ -441,7 +441,8 @@ def _is_withdrawal(sentence: str) -> bool:
     return weak and not _STANDING.search(text)
 
 
-_PLEASE = re.compile(r"\b(?:please|pls|plz)\b")
+# "please" and its chat spellings (the extractor reads raw text, so case is ignored).
+PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.I)
 
 
 # Someone's own habit, not an instruction to the assistant: "I always reply to emails in
@@ -476,7 +477,7 @@ def _explicit_instruction(claim: str) -> bool:
     instruction verb or form, or a request with no verb ("metric units for me, please").
     Someone's own habit ("I always reply in English") is none."""
     claim = _HABIT.sub(" ", claim)
-    if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or _PLEASE.search(claim):
+    if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or PLEASE.search(claim):
         return True
     if _VERBLESS_STANDING.search(claim):
         return True

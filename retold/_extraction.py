@@ -21,7 +21,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._activation_classifier import standing_instruction
+from ._activation_classifier import PLEASE, standing_instruction
 from ._activation_rules import asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
@@ -397,7 +397,6 @@ _QUESTION_START = re.compile(
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
-_PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
 )
@@ -720,11 +719,11 @@ class OfflineExtractor:
                 main = sentence[opener.end() - 1 :] if opener else sentence
                 instruction = request or bool(
                     _INSTRUCTION.search(sentence)
-                    or (opener is not None and (_INSTRUCTION.search(main) or _PLEASE.search(main)))
+                    or (opener is not None and _INSTRUCTION.search(main))
                     or _FOREIGN_INSTRUCTION.search(sentence)
                     or _PREFERENCE.search(sentence)
                     or _ABOUT_REPLIES.search(sentence)
-                    or _PLEASE.search(sentence)
+                    or PLEASE.search(sentence)
                 )
                 withdrawal = bool(_WITHDRAWAL.search(sentence))
                 question = asks(sentence) or (
