@@ -177,27 +177,33 @@ class _Timed:
 
 
 class _TimedRetriever:
-    """Wraps a retriever, recording the intervals it runs in."""
+    """Records the intervals a retriever's calls run in, the retriever itself unchanged.
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    Its ``retrieve`` is wrapped on the instance, not behind a wrapper object: the
+    orchestrator is handed the retriever itself, as in a host (its candidates are verified
+    according to what it is; see ``UtilityAwareOrchestrator._verify``).
+    """
+
+    def __init__(self, retriever: Any) -> None:
+        self.retriever = retriever
         self.spans: _Intervals | None = None
         self.elapsed: list[float] = []
+        inner = retriever.retrieve
 
-    async def retrieve(
-        self, scope: Principal, query: str, *, context: str | None = None, limit: int = 8
-    ) -> Sequence[Candidate]:
-        t0 = time.perf_counter()
-        try:
-            found: Sequence[Candidate] = await self.inner.retrieve(
-                scope, query, context=context, limit=limit
-            )
-            return found
-        finally:
-            t1 = time.perf_counter()
-            self.elapsed.append(t1 - t0)
-            if self.spans is not None:
-                self.spans.spans.append((t0, t1))
+        async def retrieve(
+            scope: Principal, query: str, *, context: str | None = None, limit: int = 8
+        ) -> Sequence[Candidate]:
+            t0 = time.perf_counter()
+            try:
+                found: Sequence[Candidate] = await inner(scope, query, context=context, limit=limit)
+                return found
+            finally:
+                t1 = time.perf_counter()
+                self.elapsed.append(t1 - t0)
+                if self.spans is not None:
+                    self.spans.spans.append((t0, t1))
+
+        retriever.retrieve = retrieve
 
 
 class _TimedPolicy:
@@ -352,7 +358,7 @@ class _Bench:
     def __init__(self, store: SQLiteStore, retriever: Any, admit: list[str], seed: int) -> None:
         self.store = store
         self.audit = AuditLog(store)
-        self.retriever = _TimedRetriever(retriever)
+        self.timer = _TimedRetriever(retriever)
         self.admit = admit
         self.rng = random.Random(seed)
         self.turns = 0
@@ -379,7 +385,7 @@ class _Bench:
             profile=_PROFILE,
             generate_draft=draft,
             generate_final=final,
-            retriever=retriever or self.retriever,
+            retriever=retriever or self.timer.retriever,
             options=TurnOptions(latency_budget_ms=budget),
         )
         return time.perf_counter() - t0
@@ -392,9 +398,9 @@ class _Bench:
             _TimedPolicy(ScriptedAdmissionPolicy(self.admit), spans),
             self.audit,
         )
-        self.retriever.spans = spans
+        self.timer.spans = spans
         out: list[float] = []
-        self.retriever.elapsed.clear()
+        self.timer.elapsed.clear()
         self.pauses.settle()
         async with orch:
             for _ in range(turns):
@@ -404,8 +410,8 @@ class _Bench:
                 )
                 out.append(max(0.0, wall - spans.busy()))
         self.pauses.stop()
-        self.retriever.spans = None
-        return out, list(self.retriever.elapsed)
+        self.timer.spans = None
+        return out, list(self.timer.elapsed)
 
     async def empty_gap(self, turns: int, concurrency: int) -> list[float]:
         orch = _orchestrator(

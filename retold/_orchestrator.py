@@ -64,6 +64,7 @@ from ._policies import (
 )
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
+from ._retrieval import HybridRetriever
 from ._retrieval_sql import retrieval_sql
 from ._store import _RECORD_COLUMNS, Deadline, SQLiteStore, _row_to_record, bounded_by, iso
 from ._turn_input import check_prepare_turn
@@ -1348,7 +1349,9 @@ class UtilityAwareOrchestrator:
                         tg.start_soon(one, i)
                 if not errors:
                     merged = _merge([r or [] for r in results], cfg.max_candidates * len(gaps))
-                    verified = await self._verify(t.scope, merged, frozenset(t.profile.record_ids))
+                    verified = await self._verify(
+                        t.scope, merged, frozenset(t.profile.record_ids), retriever
+                    )
         except DeadlineExceeded as exc:
             raise _Fail(_classify(exc), "candidate verification was interrupted") from exc
         finally:
@@ -1376,18 +1379,54 @@ class UtilityAwareOrchestrator:
         return out
 
     async def _verify(
-        self, scope: Principal, candidates: list[Candidate], in_profile: frozenset[str]
+        self,
+        scope: Principal,
+        candidates: list[Candidate],
+        in_profile: frozenset[str],
+        retriever: Retriever,
     ) -> list[Candidate]:
-        """Re-read candidates from the store: out-of-scope ids fail closed, dead ones drop.
+        """Check candidates against the store: out-of-scope ids fail closed, dead ones drop.
 
         Defence in depth for §7 ("scope and lifecycle filtering occur before any record
-        text reaches a policy model"): policies see the stored record, not the retriever's
-        copy of it. Records already in the session's ambient profile are dropped too: the
-        draft has them, so conditional memory is measured only by what it adds.
+        text reaches a policy model"): policies see the stored record, not a retriever's
+        copy of it. A host's retriever is not trusted to hand over current, unaltered
+        records, so its candidates are read again from the store. The store's own
+        :class:`~retold.HybridRetriever` over this very store needs no second read: its
+        records are the rows it read, scope and lifecycle filtered in SQL, a moment ago in
+        this turn; their scope and liveness are checked again here, in memory.
+        Records already in the session's ambient profile are dropped too: the draft has
+        them, so conditional memory is measured only by what it adds.
         """
         if not candidates:
             return []
-        ids = [c.record.id for c in candidates]
+        if type(retriever) is HybridRetriever and retriever.store is self.store:
+            stored = {c.record.id: c.record for c in candidates}
+            foreign = [
+                r
+                for r in stored.values()
+                if r.tenant != scope.tenant or r.principal != scope.principal
+            ]
+            if foreign:
+                raise _Fail(FailureReason.UNKNOWN_IDS, f"{len(foreign)} candidate ids not in scope")
+        else:
+            stored = await self._reread(scope, [c.record.id for c in candidates])
+        now = self.store.clock()
+        out: list[Candidate] = []
+        for c in candidates:
+            record = stored[c.record.id]
+            if not record.is_live(now):
+                log.info("candidate_dropped", record_id=record.id, reason="not_live")
+                continue
+            if record.id in in_profile:
+                log.debug("candidate_dropped", record_id=record.id, reason="in_profile")
+                continue
+            # Rows map to shared records (``_row_to_record``): a re-read yields the very
+            # record the store's rows gave before, so no copy is needed then.
+            out.append(c if c.record is record else c.model_copy(update={"record": record}))
+        return out
+
+    async def _reread(self, scope: Principal, ids: list[str]) -> dict[str, Record]:
+        """The stored records of ``ids`` in ``scope``; any id not found there fails closed."""
         marks = ", ".join("?" for _ in ids)
         hint = retrieval_sql(self.store).no_index
         # Unary + keeps SQLite's planner on the id index: on the scope index this would
@@ -1401,20 +1440,7 @@ class UtilityAwareOrchestrator:
         missing = [i for i in ids if i not in stored]
         if missing:
             raise _Fail(FailureReason.UNKNOWN_IDS, f"{len(missing)} candidate ids not in scope")
-        now = self.store.clock()
-        out: list[Candidate] = []
-        for c in candidates:
-            record = stored[c.record.id]
-            if not record.is_live(now):
-                log.info("candidate_dropped", record_id=record.id, reason="not_live")
-                continue
-            if record.id in in_profile:
-                log.debug("candidate_dropped", record_id=record.id, reason="in_profile")
-                continue
-            # Rows map to shared records (``_row_to_record``): the store's own retriever
-            # hands over the very record the re-read yields, so no copy is needed then.
-            out.append(c if c.record is record else c.model_copy(update={"record": record}))
-        return out
+        return stored
 
     async def _call(
         self, stage: Stage, timeout_s: float, fn: Callable[..., Any], *args: Any

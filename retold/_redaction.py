@@ -35,16 +35,39 @@ _NOT_REDACTED = r"(?!\[REDACTED:)"
 class _Detector:
     family: str
     pattern: re.Pattern[str]
+    # Lower-case literals, one of which every match (or, for ``aws_secret_key``, the
+    # context it needs) contains: text holding none of any detector's anchors is clean
+    # without running the patterns (see ``_may_hold_secret``).
+    anchors: tuple[str, ...]
     group: int = 0  # which group holds the secret (0: the whole match)
 
 
-def _d(family: str, pattern: str, group: int = 0, flags: int = 0) -> _Detector:
-    return _Detector(family, re.compile(pattern, flags), group)
+def _d(
+    family: str, pattern: str, anchors: tuple[str, ...], group: int = 0, flags: int = 0
+) -> _Detector:
+    return _Detector(family, re.compile(pattern, flags), anchors, group)
+
+
+def _spelled(*parts: str) -> tuple[str, ...]:
+    """Every spelling of an ``a[_-]?b`` name: ``ab``, ``a_b`` and ``a-b``."""
+    head, tail = parts
+    return (head + tail, head + "_" + tail, head + "-" + tail)
 
 
 _ASSIGNED_NAMES = (
     r"password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
     r"access[_-]?token|auth[_-]?token|refresh[_-]?token|bearer[_-]?token|private[_-]?key|token"
+)
+# What every one of those names contains ("client_secret" holds "secret", every token name
+# "token").
+_ASSIGNED_ANCHORS = (
+    "passw",
+    "passphrase",
+    "pwd",
+    "secret",
+    *_spelled("api", "key"),
+    *_spelled("private", "key"),
+    "token",
 )
 
 # Linear time, by construction. Python's ``re`` backtracks, so every detector is written so
@@ -66,31 +89,50 @@ _DETECTORS: tuple[_Detector, ...] = (
     _d(
         "pem_private_key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*\Z)",
+        ("-----begin ",),
         flags=re.DOTALL | re.IGNORECASE,
     ),
     _d(
         "jwt",
         rf"(?<!{_JWT_CHARS})(?>{_JWT_CHARS}*?(?=\b(?i:eyj)))"
         rf"((?i:eyj){_JWT_CHARS}{{8,}}+\.(?i:eyj){_JWT_CHARS}{{8,}}+\.{_JWT_CHARS}{{8,}}+)",
+        ("eyj",),
         group=1,
     ),
     # AWS key ids are upper case by definition: a lower-cased one is not matched here (the
     # gap planners strip secrets before they lower-case anything).
-    _d("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),
+    _d(
+        "aws_access_key",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b",
+        ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa"),
+    ),
     # The 40-character secret is found first (bounded, at the start of its run); the
     # "aws ... secret/key ... =" context before it is checked on a bounded window.
-    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"),
-    _d("github_token", r"\b(?i:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,255}\b"),
-    _d("github_token", r"\b(?i:github_pat_)[A-Za-z0-9_]{22,255}"),
-    _d("slack_token", r"\b(?i:xox[abposr])-[A-Za-z0-9-]{10,}+"),
-    _d("slack_webhook", r"(?i:https://hooks\.slack\.com/services/)[A-Za-z0-9/_-]++"),
-    _d("google_api_key", r"\b(?i:aiza)[0-9A-Za-z_-]{35}"),
-    _d("sk_key", r"\b(?i:sk-(?:ant-|proj-|live-|test-)?)[A-Za-z0-9_-]{20,}+"),
+    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])", ("aws",)),
+    _d(
+        "github_token",
+        r"\b(?i:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,255}\b",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    _d("github_token", r"\b(?i:github_pat_)[A-Za-z0-9_]{22,255}", ("github_pat_",)),
+    _d(
+        "slack_token",
+        r"\b(?i:xox[abposr])-[A-Za-z0-9-]{10,}+",
+        tuple(f"xox{c}-" for c in "abposr"),
+    ),
+    _d(
+        "slack_webhook",
+        r"(?i:https://hooks\.slack\.com/services/)[A-Za-z0-9/_-]++",
+        ("hooks.slack.com/services/",),
+    ),
+    _d("google_api_key", r"\b(?i:aiza)[0-9A-Za-z_-]{35}", ("aiza",)),
+    _d("sk_key", r"\b(?i:sk-(?:ant-|proj-|live-|test-)?)[A-Za-z0-9_-]{20,}+", ("sk-",)),
     _d(
         "url_password",
         rf"(?<!{_SCHEME})(?>[0-9+.-]*+)[A-Za-z]{_SCHEME}*+://[^/\s:@]++:"
         + _NOT_REDACTED
         + r"([^/\s@]++)@",
+        ("://",),
         1,
     ),
     _d(
@@ -100,6 +142,7 @@ _DETECTORS: tuple[_Detector, ...] = (
         + r")\b[\"']?\s*+[:=]\s*+"
         + _NOT_REDACTED
         + r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[^\s,;\"']{3,}+)",
+        _ASSIGNED_ANCHORS,
         1,
     ),
     _d(
@@ -107,6 +150,7 @@ _DETECTORS: tuple[_Detector, ...] = (
         r"(?i)\b(?:password|passphrase|passcode|pin code)\s++(?:is|was|=)\s++"
         + _NOT_REDACTED
         + r"[\"']?([^\s\"']{3,}+)",
+        ("password", "passphrase", "passcode", "pin code"),
         1,
     ),
 )
@@ -120,6 +164,25 @@ _AWS_SECRET_CONTEXT = re.compile(
 _CONTEXT_WINDOW = 64
 
 DETECTOR_FAMILIES: tuple[str, ...] = tuple(sorted({d.family for d in _DETECTORS}))
+
+_ANCHORS: tuple[str, ...] = tuple(dict.fromkeys(a for d in _DETECTORS for a in d.anchors))
+# The letters outside ASCII that ``re.IGNORECASE`` matches to an ASCII letter and that NFKC
+# leaves as they are (the normalised view already turned the long s and the Kelvin sign
+# into ``s`` and ``K``).
+_IGNORECASE_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i"})
+
+
+def _may_hold_secret(view: str) -> bool:
+    """Whether some detector can match ``view`` (a normalised view): False when it holds
+    none of the detectors' anchors, compared ignoring case as the patterns do.
+
+    A few substring searches in C, where the patterns are a dozen scans in ``re``: most
+    text written (ids, codes, timestamps, prose) holds no anchor and is done here.
+    """
+    folded = view if view.isascii() else view.translate(_IGNORECASE_TO_ASCII)
+    folded = folded.lower()
+    return any(anchor in folded for anchor in _ANCHORS)
+
 
 # Characters that break a line without being "\n": the normaliser maps them to "\n", so a
 # pasted web page that uses U+2028 reads as separate lines to every rule.
@@ -196,6 +259,11 @@ def normalise(text: str) -> str:
 
 def _candidate_spans(view: str) -> list[tuple[int, int, str]]:
     """Every detector's matches as (start, end, family), first detector first."""
+    return _scan(view) if _may_hold_secret(view) else []
+
+
+def _scan(view: str) -> list[tuple[int, int, str]]:
+    """:func:`_candidate_spans` without the anchor check: every detector runs."""
     found: list[tuple[int, int, str]] = []
     for det in _DETECTORS:
         for m in det.pattern.finditer(view):

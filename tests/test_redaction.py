@@ -251,3 +251,63 @@ def test_case_insensitive_families_and_case_sensitive_aws_ids() -> None:
         shouted = text.upper()
         assert secret.upper() not in r.redact(shouted), text
     assert "[REDACTED:" not in r.redact("akia" + "q7xk2m4p9rzt3wvb")
+
+
+# -- the anchor check ------------------------------------------------------------------------
+
+_ANCHOR_PIECES = [
+    *(piece for text, secret in PLANTED.values() for piece in (text, secret)),
+    *_ADVERSARIAL_PIECES,
+    "pwd=",
+    "client-secret: ",
+    "Api-Key=",
+    "private_key ",
+    "refresh_token=",
+    "passcode is ",
+    "pin code was ",
+    "AWS secret key = ",
+    "github_pat_",
+    "hooks.slack.com/services/",
+    "https://",
+    "\u0130",  # capital I with a dot: IGNORECASE matches it to "i"
+    "\u0131",  # dotless i
+    "\u017f",  # long s (NFKC: "s")
+    "\u212a",  # Kelvin sign (NFKC: "K")
+    "\uff53\uff4b-",  # fullwidth "sk-"
+    "Q7XK2M4P9RZT3WVB",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
+]
+
+
+@st.composite
+def _mixed_case(draw: st.DrawFn) -> str:
+    pieces = draw(st.lists(st.sampled_from(_ANCHOR_PIECES), min_size=1, max_size=8))
+    text = "".join(pieces)
+    flips = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
+    return "".join(c.swapcase() if flip else c for c, flip in zip(text, flips, strict=True))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_mixed_case())
+def test_text_without_an_anchor_holds_no_secret(text: str) -> None:
+    """The anchor check is only a shortcut: whatever any detector finds in a text (in any
+    case, with the letters IGNORECASE folds), the check lets through to the detectors."""
+    from retold._redaction import _may_hold_secret, _scan, normalise
+
+    view = normalise(text)
+    if _scan(view):
+        assert _may_hold_secret(view), view
+
+
+def test_every_planted_secret_passes_the_anchor_check_and_plain_text_skips_it() -> None:
+    """Each family's example reaches the detectors, also upper-cased or with its i's
+    written as letters IGNORECASE folds to i; ids, codes and timestamps do not."""
+    from retold._redaction import _may_hold_secret, _scan, normalise
+
+    for family, (text, _secret) in PLANTED.items():
+        for form in (text, text.upper(), text.replace("i", "\u0131"), text.replace("i", "\u0130")):
+            view = normalise(form)
+            assert _may_hold_secret(view) or not _scan(view), (family, form)
+        assert _may_hold_secret(normalise(text)), family
+    for plain in ("d3f1c0ffee", "2026-12-02T08:30:00+00:00", '["r1", "r2"]', "regenerated"):
+        assert not _may_hold_secret(plain)
