@@ -109,7 +109,12 @@ _RETRACTION = re.compile(
     r"\b(?:it's|it is|this is|that's|that is) (?:just |only )?for (?:my|a|an|the|our) "
     r"(?:[^\W\d_]+ )?(?:homework|assignment|essay|exam|test|quiz|presentation|report|party|"
     r"trick|game|slides|project|demo|screenshot|video|joke|prank)\b|"
-    r"\b(?:curious|wondering) (?:if|whether) you (?:can|could)\b"
+    r"\b(?:curious|wondering) (?:if|whether) you (?:can|could)\b|"
+    # or asks for work on it: "1. Always speak French at meetings. 2. ... Format these nicely?"
+    r"\b(?:format|proofread|rewrite|reword|polish|tidy up|edit|improve|rank|rate|number|sort)\s+"
+    r"(?:these|those|them)\b|"
+    # or says it was meant the other way, a sentence of its own: "... exactly what I need. Not."
+    r"^\W*not\W*$"
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).
@@ -445,7 +450,10 @@ _LEAD_IN = re.compile(
     # "unit test input: ...", "example: ..."
     r"just (?:a )?test(?:ing)?|(?:this is|it's) (?:just )?a test|testing (?:whether|if|you|your|how)|"
     r"unit test|test (?:input|prompt|message|case)|(?:sample|example) (?:input|prompt|text)|"
-    r"example|prompt)\b[^\n:]{0,80}:"
+    r"example|prompt|"
+    # a quiz item: "True or false: a good assistant should always answer in bullet points."
+    r"true or false|agree or disagree|quiz|trivia|multiple choice|fill in the blanks?)\b"
+    r"[^\n:]{0,80}:"
 )
 # A first paragraph asking for work on some material ("can you summarise this document for
 # me?"), followed by more paragraphs: those paragraphs are the material.

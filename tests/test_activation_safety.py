@@ -695,6 +695,32 @@ CASES = [
             "Never reply in English again!!! said my angry customer", "Never reply in English again"
         ),
     ),
+    # a list of someone's rules handed over for work, sarcasm, a quiz item
+    Case(
+        "rules-to-format",
+        "host",
+        _said(
+            "Club rules for our book group: 1. Always speak French at meetings. 2. Bring "
+            "snacks. Can you format these nicely?",
+            "Always speak French at meetings",
+        ),
+    ),
+    Case(
+        "sarcasm-not",
+        "host",
+        _said(
+            "Oh sure, always answer in French, that's exactly what I need right now. Not.",
+            "always answer in French",
+        ),
+    ),
+    Case(
+        "quiz-item",
+        "host",
+        _said(
+            "True or false: a good assistant should always answer in bullet points.",
+            "always answer in bullet points",
+        ),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
