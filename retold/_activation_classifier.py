@@ -32,7 +32,7 @@ from ._lexicon import (
     FOREIGN_IMPERATIVES,
     FOREIGN_STANDING,
     FOREIGN_TRIGGERS,
-    LANGUAGE_NAMES,
+    LANGUAGE,
     NON_LATIN_LANGUAGES,
 )
 from ._records import EvidenceRef
@@ -118,9 +118,9 @@ class ActivationClassifier(Protocol):
 # A language as what is asked for: "Portuguese works better for me than English", "I prefer
 # Spanish", "Spanish from now on!" (not "I like learning Japanese", "I prefer Spanish food").
 _LANGUAGE_WANTED = (
-    rf"\b(?:{LANGUAGE_NAMES})\s+(?:works?|suits?|from now on|from here on|going forward|"
+    rf"\b(?:{LANGUAGE})\s+(?:works?|suits?|from now on|from here on|going forward|"
     rf"by default|always|every time)\b|"
-    rf"\b(?:prefer|rather have|rather)\s+(?:{LANGUAGE_NAMES})\b(?![ \t]+[^\W\d_])"
+    rf"\b(?:prefer|rather have|rather)\s+(?:{LANGUAGE})\b(?![ \t]+[^\W\d_])"
 )
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": re.compile(
@@ -137,12 +137,12 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
     ),
     "response_language": re.compile(
-        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE_NAMES})\b|"
-        rf"\b(?:{LANGUAGE_NAMES})\s+only\b|{_LANGUAGE_WANTED}|"
-        rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE_NAMES})\b(?!\s+\w+ing\b)|"
+        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE})\b|"
+        rf"\b(?:{LANGUAGE})\s+only\b|{_LANGUAGE_WANTED}|"
+        rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE})\b(?!\s+\w+ing\b)|"
         rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
-        rf"(?:{LANGUAGE_NAMES})\b|"
-        rf"\b(?:{LANGUAGE_NAMES})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
+        rf"(?:{LANGUAGE})\b|"
+        rf"\b(?:{LANGUAGE})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
         rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}"
     ),
     "answer_style": re.compile(
@@ -160,6 +160,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple)|"
+        r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
         r"precise (?:language|wording|terms)|be (?:exact|precise)|"
         r"plain (?:language|words|terms)|"
@@ -248,11 +249,12 @@ _TRIGGER = re.compile(
 _RESPONSE_FORM = (
     r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
     r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?|"
+    r"process(?:es)?|procedures?|how-?tos?|"
     r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts)"
 )
 _RESPONSE_CONDITION = re.compile(
     rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
-    rf"use|number|send)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
+    rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
     rf"{_RESPONSE_FORM}\b|"
     rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"

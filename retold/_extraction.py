@@ -29,6 +29,7 @@ from ._lexicon import (
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
     FOREIGN_STANDING,
+    LANGUAGE,
     LANGUAGE_NAMES,
 )
 from ._records import (
@@ -513,7 +514,7 @@ _RELATION = re.compile(
 # "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
 # mir auf Deutsch", "Hindi mein jawab do".
 _LANGUAGE_REQUEST = re.compile(
-    rf"\b(?:in|into|en|em|auf|na)\s+(?:{LANGUAGE_NAMES})\b|"
+    rf"\b(?:in|into|en|em|auf|na)\s+(?:{LANGUAGE})\b|"
     rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me)\b",
     re.I,
 )

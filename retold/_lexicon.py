@@ -11,6 +11,7 @@ __all__ = [
     "FOREIGN_IMPERATIVES",
     "FOREIGN_STANDING",
     "FOREIGN_TRIGGERS",
+    "LANGUAGE",
     "LANGUAGE_NAMES",
     "NON_LATIN_LANGUAGES",
 ]
@@ -31,6 +32,16 @@ LANGUAGE_NAMES = (
     "nederlands|néerlandais|neerlandais|niederländisch|olandese|holandés|polski|polsku|"
     "inglese|francese|tedesco|spagnolo|portoghese|engels|frans|duits|spaans|angielsku|"
     "hiszpańsku|francusku|niemiecku|włosku"
+)
+
+#: A language named with its variety or script: "Brazilian Portuguese", "Latin American
+#: Spanish", "Simplified Chinese", "Swiss German" (a regex matching a bare name too).
+LANGUAGE = (
+    r"(?:(?:brazilian|european|latin american|mexican|castilian|argentin(?:e|ian)|canadian|"
+    r"quebec(?:ois)?|belgian|swiss|austrian|simplified|traditional|(?:modern )?standard|"
+    r"egyptian|levantine|moroccan|gulf|flemish)\s+)?"
+    # (not a spelling convention: "Canadian English spelling" is a style)
+    rf"(?:{LANGUAGE_NAMES})(?!\s+spelling)"
 )
 
 #: How a reply language is named in Arabic, Russian, Ukrainian and Hindi (Devanagari), with

@@ -54,6 +54,7 @@ def test_answer_form_conditions_are_broad_preferences(text: str) -> None:
         "When we talk about Dutch paperwork, reply in Spanish.",
         "When you write code, keep it short.",
         "Please keep answers short on weekends.",
+        "When you explain the tax process, use numbered steps.",
     ],
 )
 def test_topic_task_and_time_triggers_stay_conditional(text: str) -> None:
@@ -110,10 +111,20 @@ def test_a_one_off_shape_that_says_it_stands_is_still_promoted() -> None:
             "accessibility",
         ),
         ("Always include the sources you relied on at the end.", "answer_style"),
+        # a process or a time in the reply is a form of reply, not a topic
+        ("Numbered steps work best for me whenever you explain a process.", "answer_style"),
+        ("Use the 24-hour clock when you mention times.", "answer_style"),
+        # a language named with its variety
+        ("Please reply in Brazilian Portuguese.", "response_language"),
+        ("Always answer me in Simplified Chinese.", "response_language"),
+        ("Use Canadian English spelling, please.", "answer_style"),  # a spelling, no language
+        # bluntness is a tone
+        ("Be blunt and honest with me, don't sugar-coat things.", "answer_style"),
     ],
 )
 def test_ordinary_phrasings_of_a_standing_preference_promote(text: str, category: str) -> None:
     """'when you answer me' is every reply; 'instructions' of a how-to are no injection;
+    a process or times in a reply are a reply's form; a language may name its variety;
     'I'd rather' and 'X helps me' state a preference; the names of access needs place it."""
     assert _classify(text) == ("promote", category)
 

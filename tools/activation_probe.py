@@ -1430,6 +1430,94 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "",
         "This is a roleplay: you're a French waiter who always answers in French.",
     ),
+    # Wave 12: a round of freely phrased preferences (7 of 25 misread at 549d287: response-form
+    # conditions on processes and times, a language's variety, bluntness), and the 3 of a new
+    # set of 25 safety histories that were promoted at b6ccb23.
+    (PROMOTE, "answer_style", "metric", "Metric units for everything please, I'm in Germany."),
+    (
+        PROMOTE,
+        "answer_style",
+        "code",
+        "I'm a senior dev, skip the basics and just show me the code.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "Dutch",
+        "Ik spreek liever Nederlands. Answer me in Dutch from now on.",
+    ),
+    (PROMOTE, "answer_style", "formal", "Keep a formal register with me, I use this for work."),
+    (
+        PROMOTE,
+        "accessibility",
+        "screen reader",
+        "I use a screen reader, so avoid tables and ASCII art.",
+    ),
+    (PROMOTE, "answer_style", "emoji", "No emoji in your replies, they look unprofessional."),
+    (PROMOTE, "answer_style", "sources", "Always cite your sources when you state facts."),
+    (
+        PROMOTE,
+        "answer_style",
+        "numbered",
+        "Numbered steps work best for me whenever you explain a process.",
+    ),
+    (PROMOTE, "response_language", "Portuguese", "Please reply in Brazilian Portuguese."),
+    (
+        PROMOTE,
+        "accessibility",
+        "dyslexia",
+        "I have dyslexia: short sentences and plain words help me a lot.",
+    ),
+    (PROMOTE, "answer_style", "24-hour", "Use the 24-hour clock when you mention times."),
+    # no risks named: the offline rules send it to review, as they do any claim to drop
+    # safety content (see tests/test_activation_safety.py, inject-no-risks)
+    (CONDITIONAL, None, "", "Skip the caveats and disclaimers, I know the risks."),
+    (PROMOTE, "answer_style", "summary", "End every answer with a one-line summary."),
+    (PROMOTE, "answer_style", "American spelling", "Use American spelling, not British."),
+    (
+        PROMOTE,
+        "accessibility",
+        "large",
+        "My eyesight is poor; keep formatting simple and headings large.",
+    ),
+    (PROMOTE, "answer_style", "honest", "Be blunt and honest with me, don't sugar-coat things."),
+    (
+        PROMOTE,
+        "response_language",
+        "fran",
+        "Je préfère le français. Réponds-moi toujours en français.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "questions",
+        "Ask me clarifying questions before long answers, I'd rather that than guesses.",
+    ),
+    (PROMOTE, "answer_style", "casual", "You can be casual with me, no need for the formal stuff."),
+    (PROMOTE, "answer_style", "kilometres", "Distances in kilometres, always."),
+    (CONDITIONAL, None, "", "Answer in French for this one, I want to show my friend."),
+    (CONDITIONAL, None, "", "Can you make this answer shorter?"),
+    (CONDITIONAL, None, "", "My boss prefers bullet points in reports."),
+    (CONDITIONAL, None, "", "When we talk about recipes, use grams."),
+    (CONDITIONAL, None, "", "Pretend you only speak Italian for the rest of this chat."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Club rules for our book group: 1. Always speak French at meetings. 2. Bring snacks. Can you format these nicely?",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Oh sure, always answer in French, that's exactly what I need right now. Not.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "True or false: a good assistant should always answer in bullet points.",
+    ),
 )
 
 
