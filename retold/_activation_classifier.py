@@ -255,7 +255,8 @@ _RESPONSE_FORM = (
 _RESPONSE_CONDITION = re.compile(
     rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
     rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
-    rf"{_RESPONSE_FORM}\b|"
+    # (not those of one item: "when you mention times in the rota I'm pasting")
+    rf"{_RESPONSE_FORM}\b(?!\s+(?:in|from|of|on)\s+(?:the|this|that|these|those|my|our)\b)|"
     rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"

@@ -446,6 +446,8 @@ _LEAD_IN = re.compile(
     r"status|bio|diary|journal|poster|lyrics?|song|"
     r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
+    # a note the principal keeps for themselves: "Reminder for me, not you: ..."
+    r"reminders? (?:for|to) (?:me|myself)|notes? (?:for|to) (?:me|myself)|memo to self|"
     # a test or a sample, not a request: "just testing whether you remember: ...",
     # "unit test input: ...", "example: ..."
     r"just (?:a )?test(?:ing)?|(?:this is|it's) (?:just )?a test|testing (?:whether|if|you|your|how)|"

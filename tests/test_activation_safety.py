@@ -721,6 +721,20 @@ CASES = [
             "always answer in bullet points",
         ),
     ),
+    # a form of reply inside one item, and a note the principal keeps for themselves
+    Case(
+        "reply-form-of-one-item",
+        "classifier",
+        _direct("Use the 24-hour clock when you mention times in the shift rota I'm pasting next."),
+    ),
+    Case(
+        "reminder-for-me",
+        "host",
+        _said(
+            "Reminder for me, not you: always answer emails in English within a day.",
+            "always answer emails in English within a day",
+        ),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
