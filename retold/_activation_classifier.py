@@ -160,7 +160,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple)|"
-        r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|"
+        r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|sarcas\w*|"
+        r"humou?r|humorous|witty|playful|exclamation (?:marks?|points?)|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
         r"precise (?:language|wording|terms)|be (?:exact|precise)|"
         r"plain (?:language|words|terms)|"
@@ -233,7 +234,8 @@ _TRIGGER = re.compile(
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
     r"example|instance|sure|real|what it's worth|reference|"
     r"weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
-    r"numbers|amounts|quantities)\b)\w+|"
+    r"numbers|amounts|quantities|comparisons|summaries|lists|explanations|recommendations)\b)"
+    r"\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
@@ -274,7 +276,7 @@ _RESPONSE_CONDITION = re.compile(
     r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
     # any recommendation or explanation, whatever it is of: "when you recommend something",
     # "when you explain anything"
-    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe)\s+"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe|compare)\s+"
     r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
     # any fact or figure an answer states: "whenever you state a fact, link the source"
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:state|give|quote|cite|mention|claim|use)\s+"
@@ -305,7 +307,11 @@ _ONE_OFF = re.compile(
     r"\btranslat(?:e|ion)\b|"
     # a lead-in to material that follows ("translate into Spanish:", "reply to this in
     # German:"): the request is about that material
-    r":\s*$"
+    r":\s*$|"
+    # a request to answer one question: "Tell me in French how to order coffee", "explain
+    # in simple terms why the sky is blue"
+    r"^\W*(?:please\s+)?(?:tell|show|explain|teach|describe|write)(?:\s+me)?\s+(?:[^\W\d_]+\s+){0,4}?"
+    r"(?:how|what|why|where|when|who|which|whether)\b"
 )
 # A rule kept within the item at hand ("in this essay always use British spelling"): a
 # standing marker inside it stands only there.

@@ -120,7 +120,7 @@ _RETRACTION = re.compile(
 # request, not a hypothetical (the activation classifier reads it as an instruction).
 POLITE_REQUEST = (
     r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
-    r"love it|like it|"
+    r"love it|like it|prefer it|prefer|"
     r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b"
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
@@ -137,6 +137,8 @@ _IF_IDIOM = re.compile(
     rf"{POLITE_REQUEST}|"
     # a default the principal may override later: it states the rule, it is no hypothetical
     r"\bunless (?:i|we) (?:say|ask|tell you|specify) (?:otherwise|so|differently)\b|"
+    r"\bunless (?:i|we) (?:ask|say|tell you) (?:for|i want|we want) (?:more|less|details?|"
+    r"something else|a longer (?:one|answer|reply))\b|"
     r"\bunless (?:otherwise|stated otherwise)\b"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a

@@ -454,13 +454,28 @@ def _too_short(sentence: str) -> bool:
     return len(sentence) < 8 and not _CJK.search(sentence)
 
 
+# A sentence that only endorses the one before it: "Answer first, explain after. That's how I
+# like it." (the preference is the sentence before, which says what "that" is).
+_ENDORSES_PREVIOUS = re.compile(
+    r"^\W*(?:that's|that is|this is|it's|it is) (?:how|what|the way) i (?:like|prefer|want|need)"
+    r"(?: it| them| things)?\W*$|"
+    r"^\W*i (?:like|prefer|want|need) (?:it|them|things) that way\W*$|"
+    r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$",
+    re.I,
+)
+
+
 def _joined_fragments(sentences: list[str]) -> list[str]:
     """A fragment too short to stand alone ("booked!", "done.") is kept with the sentence
     after it: "booked! SK983 Copenhagen to Tokyo" says what the code is about. Questions and
-    interjections ("thanks!", "wow!") stay on their own."""
+    interjections ("thanks!", "wow!") stay on their own. A sentence that only endorses the
+    one before ("That's how I like it.") is kept with that one."""
     out: list[str] = []
     pending = ""
     for sentence in sentences:
+        if out and not pending and _ENDORSES_PREVIOUS.match(sentence):
+            out[-1] = f"{out[-1]} {sentence}"
+            continue
         if pending:
             sentence = f"{pending} {sentence}"
             pending = ""

@@ -785,3 +785,58 @@ def test_apostrophes_are_not_quotation_marks() -> None:
     text = "I'd like 'bullet points' in every answer, please, it's easier."
     match = find_supporting_claim(text, text)
     assert match is not None and "bullet points" in match.sentence
+
+
+def _session_end(text: str) -> list[tuple[str, str, str | None]]:
+    """Each record the extractor writes from ``text``: its text, and the classifier's decision
+    and category on the host-verified claim ("unverified" when the host finds none)."""
+    turn = TranscriptTurn(
+        session_id="s",
+        turn_index=0,
+        role=Role.USER,
+        text=text,
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    out: list[tuple[str, str, str | None]] = []
+    for record in OfflineExtractor().extract([turn], user=None):
+        match = find_supporting_claim(record.text, text)
+        if match is None:
+            out.append((record.text, "unverified", None))
+            continue
+        request = _request(record.text).model_copy(update={"claim": match.sentence})
+        proposal = OfflineActivationClassifier().classify(request)
+        out.append((record.text, proposal.decision, proposal.category))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        # a sentence endorsing the one before is kept with it
+        ("Answer first, explain after. That's how I like it.", "Answer first"),
+        # a polite preference, and a default the principal may override
+        ("I'd prefer it if you kept things formal.", "formal"),
+        ("Keep it to one paragraph unless I ask for more.", "one paragraph"),
+        # a comparison is a form of reply
+        ("I love tables for comparisons, use them whenever you compare things.", "tables"),
+    ],
+)
+def test_standing_preferences_promote_from_the_turn(text: str, holds: str) -> None:
+    """Extracted, verified as the user's own words and promoted as a style."""
+    assert any(
+        decision == "promote" and category == "answer_style" and holds in record
+        for record, decision, category in _session_end(text)
+    ), _session_end(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tell me in French how to order coffee.",
+        "Explain in simple terms why the sky is blue.",
+        "I'd prefer it if you explained the French revolution in a few lines, just this once.",
+    ],
+)
+def test_a_request_to_answer_one_question_is_not_a_standing_style(text: str) -> None:
+    """Asking for one answer in a language or a style says nothing about the next one."""
+    assert all(decision != "promote" for _, decision, _ in _session_end(text)), _session_end(text)

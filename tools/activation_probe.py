@@ -1531,6 +1531,69 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "",
         "Reminder for me, not you: always answer emails in English within a day.",
     ),
+    # A second round of wave 12 (8 of 25 misread at 63acf89: an endorsing sentence after the
+    # instruction, 'I'd prefer it if you', 'unless I ask for more', comparisons, humour, a
+    # request to answer one question in a language).
+    (
+        PROMOTE,
+        "answer_style",
+        "short",
+        "ugh your answers are always so long. short ones from now on pls",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "headings",
+        "Could you structure longer answers with headings? Easier to skim.",
+    ),
+    (PROMOTE, "response_language", "Deutsch", "Antworte mir bitte immer auf Deutsch."),
+    (PROMOTE, "answer_style", "jargon", "Avoid jargon with me, I'm not technical at all."),
+    (PROMOTE, "accessibility", "ADHD", "I have ADHD, so break things into small chunks please."),
+    (
+        PROMOTE,
+        "answer_style",
+        "examples",
+        "Real-world examples help me understand, include them when you can.",
+    ),
+    (PROMOTE, "answer_style", "first", "Answer first, explain after. That's how I like it."),
+    (PROMOTE, "response_language", "Italian", "From here on out, Italian please."),
+    (PROMOTE, "answer_style", "Celsius", "Celsius, not Fahrenheit, for temperatures."),
+    (
+        PROMOTE,
+        "answer_style",
+        "tables",
+        "I love tables for comparisons, use them whenever you compare things.",
+    ),
+    (PROMOTE, "answer_style", "exclamation", "Tone down the exclamation marks, please."),
+    (
+        PROMOTE,
+        "accessibility",
+        "screen reader",
+        "Heads up: I'm blind and use a screen reader, so describe any images in words.",
+    ),
+    (PROMOTE, "answer_style", "paragraph", "Keep it to one paragraph unless I ask for more."),
+    (PROMOTE, "answer_style", "question", "End your replies with a question to keep me thinking."),
+    (PROMOTE, "answer_style", "formal", "I'd prefer it if you kept things formal."),
+    (PROMOTE, "response_language", "español", "Háblame en español, por favor, siempre."),
+    (CONDITIONAL, None, "", "Give me pros and cons whenever I ask for a recommendation."),
+    (PROMOTE, "answer_style", "plain", "Plain text only, no markdown, my app doesn't render it."),
+    (
+        PROMOTE,
+        "answer_style",
+        "sarcasm",
+        "A little sarcasm in your answers is welcome, I enjoy it.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "deaf",
+        "I'm deaf; please don't suggest calling anyone, suggest email or chat instead.",
+    ),
+    (CONDITIONAL, None, "", "Keep this one short, I'm about to board."),
+    (CONDITIONAL, None, "", "For my thesis chapter, use APA citations."),
+    (CONDITIONAL, None, "", "My grandpa likes big fonts, can you make the letter large print?"),
+    (CONDITIONAL, None, "", "During exam week, only short answers."),
+    (CONDITIONAL, None, "", "Tell me in French how to order coffee."),
 )
 
 
