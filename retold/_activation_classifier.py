@@ -232,9 +232,11 @@ _TRIGGER = re.compile(
     r"texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
-    r"example|instance|sure|real|what it's worth|reference|"
-    r"weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
-    r"numbers|amounts|quantities|comparisons|summaries|lists|explanations|recommendations)\b)"
+    r"example|instance|sure|real|what it's worth|reference)\b|"
+    # what a reply holds, any of it (not that of one item: "for comparisons in my thesis")
+    r"(?:weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
+    r"numbers|amounts|quantities|comparisons|summaries|lists|explanations|recommendations)\b"
+    r"(?!\s+(?:in|of|from|for|on)\s+(?:my|our|the|this|that|these|those|his|her|their)\b))"
     r"\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"

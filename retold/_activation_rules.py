@@ -114,7 +114,19 @@ _RETRACTION = re.compile(
     r"\b(?:format|proofread|rewrite|reword|polish|tidy up|edit|improve|rank|rate|number|sort)\s+"
     r"(?:these|those|them)\b|"
     # or says it was meant the other way, a sentence of its own: "... exactly what I need. Not."
-    r"^\W*not\W*$"
+    r"^\W*not\W*$|"
+    # or numbers it as part of something: "that's line one of the prompt I'm testing"
+    r"\b(?:that|this|it)(?:'s| is| was)\s+(?:just\s+|only\s+|also\s+)?(?:line|sentence|part|"
+    r"step|rule|item) (?:one|two|three|four|five|\d+) of\b|"
+    # or says whose way it is: "That's what my old assistant did", "that's how my kid likes it"
+    r"\b(?:that|this|it)(?:'s| is| was) (?:what|how) (?:my|our|his|her|their|the) "
+    r"(?:[^\W\d_]+ ){1,2}?(?:did|does|do|says?|said|wants?|wanted|likes?|liked|used to|prefers?|"
+    r"preferred)\b|"
+    # or limits it to one setting: "That's how I like it for my Spanish class only."
+    r"\bfor (?:my|our|the|this|that) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ only\b|"
+    r"\bonly (?:for|in|at|during) (?:my|our|the|this|that)\b|"
+    # or names its author after a dash: "... -- the villain in my novel"
+    r"^\s*(?:--|\u2014|\u2013)\s*\w"
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).

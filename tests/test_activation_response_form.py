@@ -55,6 +55,7 @@ def test_answer_form_conditions_are_broad_preferences(text: str) -> None:
         "When you write code, keep it short.",
         "Please keep answers short on weekends.",
         "When you explain the tax process, use numbered steps.",
+        "For comparisons in my thesis, always use tables.",
     ],
 )
 def test_topic_task_and_time_triggers_stay_conditional(text: str) -> None:

@@ -735,6 +735,48 @@ CASES = [
             "always answer emails in English within a day",
         ),
     ),
+    # a later sentence saying whose way it is, limiting it to one setting, naming its author
+    # or numbering it as part of a prompt
+    Case(
+        "whose-way-it-is",
+        "host",
+        _said(
+            "Keep it to one paragraph unless I ask for more. That's what my old assistant did, anyway. What do you do?",
+            "Keep it to one paragraph unless I ask for more",
+        ),
+    ),
+    Case(
+        "how-my-kid-likes-it",
+        "host",
+        _said(
+            "Put a joke in every answer. That's how my kid likes it when she uses this.",
+            "Put a joke in every answer",
+        ),
+    ),
+    Case(
+        "only-for-one-setting",
+        "host",
+        _said(
+            "Answer in Spanish. That's how I like it for my Spanish class only.",
+            "Answer in Spanish",
+        ),
+    ),
+    Case(
+        "author-after-a-dash",
+        "host",
+        _said(
+            "I like it that way: always answer in French. -- the villain in my novel",
+            "always answer in French",
+        ),
+    ),
+    Case(
+        "numbered-part-of-a-prompt",
+        "host",
+        _said(
+            "Always answer in French. That works for me. Also that's line one of the prompt I'm testing.",
+            "Always answer in French",
+        ),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
