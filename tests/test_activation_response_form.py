@@ -13,7 +13,7 @@ from retold._activation_classifier import (
     standing_instruction,
 )
 from retold._activation_rules import find_supporting_claim
-from retold._extraction import OfflineExtractor
+from retold._extraction import ExtractedRecord, OfflineExtractor
 from retold._records import EvidenceRef, Role, TranscriptTurn
 
 
@@ -605,7 +605,8 @@ def _assert_promoted_whole(text: str, category: str) -> None:
     assert _classify(text) == ("promote", category)
 
 
-def _extracted(text: str) -> list[str]:
+def _records(text: str) -> list[ExtractedRecord]:
+    """What the offline extractor writes from one user turn holding ``text``."""
     turn = TranscriptTurn(
         session_id="s",
         turn_index=0,
@@ -613,7 +614,11 @@ def _extracted(text: str) -> list[str]:
         text=text,
         time=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    return [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    return OfflineExtractor().extract([turn], user=None)
+
+
+def _extracted(text: str) -> list[str]:
+    return [r.text for r in _records(text)]
 
 
 @pytest.mark.parametrize(
@@ -791,15 +796,8 @@ def test_apostrophes_are_not_quotation_marks() -> None:
 def _session_end(text: str) -> list[tuple[str, str, str | None]]:
     """Each record the extractor writes from ``text``: its text, and the classifier's decision
     and category on the host-verified claim ("unverified" when the host finds none)."""
-    turn = TranscriptTurn(
-        session_id="s",
-        turn_index=0,
-        role=Role.USER,
-        text=text,
-        time=datetime(2026, 1, 1, tzinfo=UTC),
-    )
     out: list[tuple[str, str, str | None]] = []
-    for record in OfflineExtractor().extract([turn], user=None):
+    for record in _records(text):
         match = find_supporting_claim(record.text, text)
         if match is None:
             out.append((record.text, "unverified", None))
