@@ -253,7 +253,7 @@ _TRIGGER = re.compile(
 _RESPONSE_FORM = (
     r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
     r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?|"
-    r"process(?:es)?|procedures?|how-?tos?|"
+    r"process(?:es)?|procedures?|how-?tos?|charts?|graphs?|diagrams?|images?|pictures?|"
     r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts)"
 )
 _RESPONSE_CONDITION = re.compile(
@@ -392,7 +392,10 @@ _PREFERENCE_FORM = re.compile(
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
-    r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b"
+    r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
+    # a comparison settled for the principal: "written instructions beat audio links for me",
+    # "concrete examples > abstract explanations for me"
+    r"(?:\bbeats?\b|\btrumps?\b|>)[^,;.!?]{1,60}\bfor me\b"
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
@@ -478,7 +481,7 @@ _HABIT = re.compile(
 # A request with no verb, only what is asked for and that it stands: "Spanish from now on!",
 # "metric always.", "shorter answers going forward."
 _VERBLESS_STANDING = re.compile(
-    r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+,?\s+(?:from now on|from here on|going forward|"
+    r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
     r"by default|always|every time)\W*$"
 )
 

@@ -644,6 +644,12 @@ def relay_flags(turn_text: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+#: A sentence that only says the one before it stands: "Short answers. Always."
+ONLY_STANDS = re.compile(
+    r"^\W*(?:always|every (?:single )?time|from now on|going forward|by default|as a rule)\W*$",
+    re.I,
+)
+
 #: The most consecutive sentences one claim may span.
 _MAX_CLAIM_SENTENCES = 3
 
@@ -679,6 +685,7 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     # dyslexic. Please keep sentences short.") is classified on the whole of what it says,
     # not on its instruction alone.
     best: ClaimMatch | None = None
+    end = 0  # the index of the sentence after the best run
     for span in range(1, _MAX_CLAIM_SENTENCES + 1):
         for index in range(len(sentences) - span + 1):
             if not all(usable[index : index + span]):
@@ -694,8 +701,12 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
                 best = ClaimMatch(
                     sentence_index=index, sentence=sentence, matched=matched, of=len(wanted)
                 )
-    if best is not None and _retracted(sentences, best.sentence_index):
+                end = index + span
+    if best is None or _retracted(sentences, best.sentence_index):
         return None
+    # A sentence after it that only says it stands ("Short answers. Always.") is part of it.
+    if end < len(sentences) and ONLY_STANDS.match(sentences[end]):
+        best = best.model_copy(update={"sentence": f"{best.sentence} {sentences[end]}"})
     return best
 
 
@@ -723,7 +734,10 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"\bmy [^\W\d_]+ (?:grabbed|took|has|had|stole|snatched|got hold of|is using|was using) "
     r"(?:my|the) (?:phone|keyboard|laptop|tablet|computer|ipad|account)\b|"
     r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
-    r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b"
+    r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b|"
+    # a relation signing in: "Mom here.", "Grandpa speaking, ..."
+    rf"(?:^|[.!?\n]\s*)(?:(?:it's|this is)\s+)?(?:your\s+)?{_RELATIONS}\s+"
+    r"(?:here|speaking|typing|writing)\b"
 )
 
 

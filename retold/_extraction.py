@@ -22,7 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import PLEASE, standing_instruction
-from ._activation_rules import asks, standing_request
+from ._activation_rules import ONLY_STANDS, asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
     CJK_INSTRUCTION,
@@ -455,12 +455,15 @@ def _too_short(sentence: str) -> bool:
 
 
 # A sentence that only endorses the one before it: "Answer first, explain after. That's how I
-# like it." (the preference is the sentence before, which says what "that" is).
+# like it." (the preference is the sentence before, which says what "that" is), or only
+# says that it stands.
 _ENDORSES_PREVIOUS = re.compile(
     r"^\W*(?:that's|that is|this is|it's|it is) (?:how|what|the way) i (?:like|prefer|want|need)"
     r"(?: it| them| things)?\W*$|"
     r"^\W*i (?:like|prefer|want|need) (?:it|them|things) that way\W*$|"
-    r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$",
+    r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$|"
+    # or only says that it stands: "Short answers. Always."
+    rf"{ONLY_STANDS.pattern}",
     re.I,
 )
 
@@ -544,7 +547,10 @@ _INSTRUCTION = re.compile(
 # A sentence about the assistant's replies ("zero emojis in your replies, thanks", "your
 # answers are way too long"): what the user says of them is a preference, even with no "I".
 _ABOUT_REPLIES = re.compile(
-    r"\byour (?:answers?|repl(?:y|ies)|responses?|messages?|explanations?|tone)\b", re.I
+    r"\byour (?:answers?|repl(?:y|ies)|responses?|messages?|explanations?|tone)\b|"
+    r"\b(?:to|in|for) (?:all|any|every|each|long(?:er)?|short(?:er)?) (?:answers?|repl(?:y|ies)|"
+    r"responses?)\b",
+    re.I,
 )
 # Taking back an earlier preference ("never mind the bullet points", "let's drop the Hindi
 # thing", "no longer", "stop replying in ...") in the languages the offline rules read.
@@ -694,7 +700,9 @@ def _kind(sentence: str) -> RecordKind:
 # and the like).
 _SELF_DESCRIPTION = re.compile(
     r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
-    r"(?:i'm|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b",
+    r"(?:i'm|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
+    # what the user is, signed in a few words: "colour blind here.", "ADHD here"
+    r"^\W*(?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+ here\W*$",
     re.I,
 )
 
@@ -756,6 +764,7 @@ class OfflineExtractor:
                 if not (
                     _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)
+                    or _SELF_DESCRIPTION.match(sentence)
                     or instruction
                     or standing_instruction(sentence)
                     or withdrawal

@@ -818,6 +818,10 @@ def _session_end(text: str) -> list[tuple[str, str, str | None]]:
         ("Keep it to one paragraph unless I ask for more.", "one paragraph"),
         # a comparison is a form of reply
         ("I love tables for comparisons, use them whenever you compare things.", "tables"),
+        # a standing marker as a sentence of its own, and a rule for long answers
+        ("Short answers. Always. I mean it.", "Always"),
+        ("Add a TL;DR to long answers, thanks.", "TL;DR"),
+        ("Concrete examples > abstract explanations for me, every time.", "examples"),
     ],
 )
 def test_standing_preferences_promote_from_the_turn(text: str, holds: str) -> None:
@@ -839,3 +843,19 @@ def test_standing_preferences_promote_from_the_turn(text: str, holds: str) -> No
 def test_a_request_to_answer_one_question_is_not_a_standing_style(text: str) -> None:
     """Asking for one answer in a language or a style says nothing about the next one."""
     assert all(decision != "promote" for _, decision, _ in _session_end(text)), _session_end(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "color blind here. don't rely on red vs green when you describe charts.",
+        "I wear hearing aids; written instructions beat audio links for me, always.",
+    ],
+)
+def test_a_need_signed_in_a_few_words_or_a_settled_comparison_promotes(text: str) -> None:
+    """'X here.' states a need the next instruction rests on; 'A beats B for me' states a
+    preference."""
+    assert any(
+        decision == "promote" and category == "accessibility"
+        for _, decision, category in _session_end(text)
+    ), _session_end(text)

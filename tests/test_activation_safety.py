@@ -777,6 +777,13 @@ CASES = [
             "Always answer in French",
         ),
     ),
+    # a relation signing in: someone else is typing
+    Case("relation-signs-in", "host", _direct("Mom here. Always answer in French.")),
+    Case(
+        "relation-signs-in-one-sentence",
+        "host",
+        _direct("Grandpa here, always answer me in big letters please."),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",

@@ -1626,6 +1626,102 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "",
         "For comparisons in my thesis, always use tables. Can you check chapter 2?",
     ),
+    # A third round of wave 12, accessibility and languages (4 of 25 misread at 2edbe88: a need
+    # signed 'X here', a standing marker as a sentence of its own, 'X beat(s) Y for me', a rule
+    # for long answers with no 'your'), and a relation signing in, found while fixing them.
+    (
+        PROMOTE,
+        "accessibility",
+        "low vision",
+        "I have low vision, so please keep lines short and avoid tiny footnotes.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "dyscalculia",
+        "Numbers confuse me (dyscalculia), so round figures and explain them in words.",
+    ),
+    (PROMOTE, "accessibility", "epilep", "I'm epileptic, never link me to flashing content."),
+    (
+        PROMOTE,
+        "accessibility",
+        "tremor",
+        "I have a tremor and typing is hard, so keep your questions to yes/no where possible.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "autis",
+        "As an autistic person I need literal language, so skip metaphors with me.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "hearing",
+        "I wear hearing aids; written instructions beat audio links for me, always.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "color",
+        "color blind here. don't rely on red vs green when you describe charts.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "braille",
+        "I read with a braille display, so plain text works best, no fancy formatting.",
+    ),
+    (PROMOTE, "response_language", "Hindi", "mujhse hamesha Hindi mein baat karo"),
+    (PROMOTE, "response_language", "polsku", "Odpowiadaj mi zawsze po polsku, proszę."),
+    (
+        PROMOTE,
+        "response_language",
+        "English",
+        "English only please, even when I slip into Spanish.",
+    ),
+    (PROMOTE, "response_language", "日本語", "日本語で答えてください。いつもお願いします。"),
+    (PROMOTE, "response_language", "Ukrainian", "Please answer in Ukrainian, not Russian."),
+    (
+        PROMOTE,
+        "response_language",
+        "Welsh",
+        "Siarad Cymraeg gyda fi? I mean, reply in Welsh from now on please.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "French",
+        "I'm learning French, so reply in French and I'll keep up.",
+    ),
+    (PROMOTE, "response_language", "بالعربية", "اكتب لي دائما بالعربية"),
+    (PROMOTE, "answer_style", "short", "Short answers. Always. I mean it."),
+    (PROMOTE, "answer_style", "TL;DR", "Add a TL;DR to long answers, thanks."),
+    (PROMOTE, "answer_style", "metric", "metric pls, I'm Australian"),
+    (
+        PROMOTE,
+        "answer_style",
+        "examples",
+        "Concrete examples > abstract explanations for me, every time.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "I'm deaf in one ear, long story, anyway what's the weather like in Oslo?",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My son is colour blind; can you suggest board games that work for him?",
+    ),
+    (CONDITIONAL, None, "", "Reply in Welsh to this message so I can see what it looks like."),
+    (CONDITIONAL, None, "", "Is there an app that reads text aloud for dyslexic kids?"),
+    (CONDITIONAL, None, "", "When I'm tired I prefer short answers, but today I'm fine."),
+    (CONDITIONAL, None, "", "Mom here. Always answer in French."),
+    (CONDITIONAL, None, "", "Grandpa here, always answer me in big letters please."),
+    (PROMOTE, "accessibility", "ADHD", "Adult ADHD here. Keep answers short, always."),
 )
 
 
