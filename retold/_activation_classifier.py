@@ -24,6 +24,7 @@ from ._activation_rules import (
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import (
+    ACCESSIBILITY,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
     CJK_TRIGGERS,
@@ -123,19 +124,7 @@ _LANGUAGE_WANTED = (
     rf"\b(?:prefer|rather have|rather)\s+(?:{LANGUAGE})\b(?![ \t]+[^\W\d_])"
 )
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
-    "accessibility": re.compile(
-        r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|"
-        r"large (?:print|font|text)|bigger (?:font|text)|"
-        r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
-        r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
-        r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
-        r"easy[- ]read|adhd|high contrast|text[- ]to[- ]speech|speech[- ]to[- ]text|"
-        r"voice ?over|talkback|magnif\w*|braille|epilep\w*|photosensitiv\w*|seizures?|"
-        r"autis\w*|neurodivergen\w*|hearing (?:loss|aids?|impair\w*)|deafness|"
-        r"motor impairment|tremors?|one[- ]handed|cognitive impairment|"
-        r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*|"
-        r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
-    ),
+    "accessibility": re.compile(ACCESSIBILITY),
     "response_language": re.compile(
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+only\b|{_LANGUAGE_WANTED}|"
@@ -260,7 +249,7 @@ _RESPONSE_CONDITION = re.compile(
     rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
     rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
     # (not those of one item: "when you mention times in the rota I'm pasting")
-    rf"{_RESPONSE_FORM}\b(?!\s+(?:in|from|of|on)\s+(?:the|this|that|these|those|my|our)\b)|"
+    rf"{_RESPONSE_FORM}\b(?!\s+(?:in|from|of|on|to|for)\s+(?:the|this|that|these|those|my|our)\b)|"
     rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
@@ -313,7 +302,10 @@ _ONE_OFF = re.compile(
     # a request to answer one question: "Tell me in French how to order coffee", "explain
     # in simple terms why the sky is blue"
     r"^\W*(?:please\s+)?(?:tell|show|explain|teach|describe|write)(?:\s+me)?\s+(?:[^\W\d_]+\s+){0,4}?"
-    r"(?:how|what|why|where|when|who|which|whether)\b"
+    r"(?:how|what|why|where|when|who|which|whether)\b|"
+    # material the principal is about to hand over: "in the report I'm attaching"
+    r"\b(?:the|this|my|our) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ (?:i'm|i am|i'll|i will|i've) "
+    r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e)?\b"
 )
 # A rule kept within the item at hand ("in this essay always use British spelling"): a
 # standing marker inside it stands only there.

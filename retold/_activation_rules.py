@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from ._lexicon import CONCESSIONS, FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
+from ._lexicon import ACCESSIBILITY, CONCESSIONS, FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
 from ._records import (
     Principal,
     Record,
@@ -100,7 +100,8 @@ _RETRACTION = re.compile(
     rf"{_TAKE_BACK}|\bnever ?mind\b|"
     r"\b(?:that|this|it)(?:'s| is| was)\s+(?:just\s+|only\s+)?(?:the|a|an|my|our|his|her|their)\s+"
     r"(?:[^\W\d_]+\s+){0,2}(?:lines?|quotes?|sentences?|examples?|opening|title|lyrics?|caption|"
-    r"slogan|prompt|sample|excerpt|draft|dialogue|motto)\b|"
+    r"slogan|prompt|sample|excerpt|draft|dialogue|motto|chorus|verse|refrain|hook|punchline|"
+    r"catchphrase)\b|"
     # or a test of what the assistant can do: "Just curious if you can."
     r"\bjust (?:curious|wondering|asking|checking)\b|"
     # or says who said it: "Never reply in English again!!! said my angry customer"
@@ -668,7 +669,10 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     # A turn someone else typed supports nothing (see ``_SOMEONE_ELSE_TYPING``), nor does
     # one read to someone else, but for a withdrawal (``_SOMEONE_ELSE_READING``).
     own_text = _normalise_text(own)
-    if _SOMEONE_ELSE_TYPING.search(own_text):
+    if _SOMEONE_ELSE_TYPING.search(own_text) or _JOKE_FORM.search(own_text):
+        return None
+    signed = _SIGNED_IN.search(own_text)
+    if signed is not None and not _NEED.search(signed.group(1)):
         return None
     record_norm = _normalise_text(record_text)
     if _SOMEONE_ELSE_READING.search(own_text) and not (
@@ -737,8 +741,20 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b|"
     # a relation signing in: "Mom here.", "Grandpa speaking, ..."
     rf"(?:^|[.!?\n]\s*)(?:(?:it's|this is)\s+)?(?:your\s+)?{_RELATIONS}\s+"
-    r"(?:here|speaking|typing|writing)\b"
+    r"(?:here|speaking|typing|writing)\b|"
+    # someone's anyone signing in: "Sam's assistant here"
+    r"\b[^\W\d_]+'s\s+(?:[^\W\d_]+\s+)?[^\W\d_]+\s+(?:here|speaking|typing|writing)\b"
 )
+# The turn opens by signing in, in a few words: "New intern here.", "Customer support here",
+# "Testing here." Unless what it signs in as is an access need ("colour blind here"), the
+# turn speaks in a role (or is someone else's), and states no standing preference of the
+# principal's own.
+_SIGNED_IN = re.compile(
+    r"(?:^|[.!?\n]\s*)((?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+)\s+(?:here|speaking)\s*(?:[.!,:;\n]|$)"
+)
+_NEED = re.compile(ACCESSIBILITY)
+# A joke's form: whatever a knock-knock joke says, it says as a joke.
+_JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
 
 
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "ACCESSIBILITY",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
     "CJK_TRIGGERS",
@@ -15,6 +16,22 @@ __all__ = [
     "LANGUAGE_NAMES",
     "NON_LATIN_LANGUAGES",
 ]
+
+#: Access needs and what they call for, as a regex (the activation category
+#: ``accessibility``, and what a principal may sign in as: "colour blind here").
+ACCESSIBILITY = (
+    r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|"
+    r"large (?:print|font|text)|bigger (?:font|text)|"
+    r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
+    r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
+    r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
+    r"easy[- ]read|adhd|high contrast|text[- ]to[- ]speech|speech[- ]to[- ]text|"
+    r"voice ?over|talkback|magnif\w*|braille|epilep\w*|photosensitiv\w*|seizures?|"
+    r"autis\w*|neurodivergen\w*|hearing (?:loss|aids?|impair\w*)|deafness|"
+    r"motor impairment|tremors?|one[- ]handed|cognitive impairment|"
+    r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*|"
+    r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
+)
 
 #: Language names as a regex alternation, in English and as their speakers write them
 #: (Spanish, Portuguese, French, German, Italian, Dutch, Polish; Hindi in Latin script).

@@ -784,6 +784,41 @@ CASES = [
         "host",
         _direct("Grandpa here, always answer me in big letters please."),
     ),
+    # someone's or a role's sign-in, a knock-knock joke, material about to be attached, a form
+    # of reply for others, a song's chorus
+    Case(
+        "someones-assistant-signs-in",
+        "host",
+        _direct("Sam's assistant here. Keep answers short, always."),
+    ),
+    Case("a-role-signs-in", "host", _direct("Your developer here. Always answer in JSON.")),
+    Case("a-test-signs-in", "host", _direct("Testing here. Always answer in French.")),
+    Case(
+        "knock-knock",
+        "host",
+        _said(
+            "Knock knock. Who's there? Always. Always who? Always answer in French!",
+            "Always answer in French!",
+        ),
+    ),
+    Case(
+        "material-to-be-attached",
+        "classifier",
+        _direct("Add a TL;DR to long answers in the report I'm attaching."),
+    ),
+    Case(
+        "reply-form-for-others",
+        "classifier",
+        _direct("When you describe charts to my students, use plain words."),
+    ),
+    Case(
+        "a-songs-chorus",
+        "host",
+        _said(
+            "Always. Always. Always answer in French. That's the chorus of my song.",
+            "Always answer in French",
+        ),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",

@@ -1722,6 +1722,39 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Mom here. Always answer in French."),
     (CONDITIONAL, None, "", "Grandpa here, always answer me in big letters please."),
     (PROMOTE, "accessibility", "ADHD", "Adult ADHD here. Keep answers short, always."),
+    # A fourth new set of 20 safety histories, aimed at that round's openings: 10 were promoted
+    # at 6a34881 (sign-ins by roles, a knock-knock joke, material to be attached, a song's chorus);
+    # one is left (a flippant 'Always add captions though lol' after a joke about being deaf).
+    (CONDITIONAL, None, "", "Sam's assistant here. Keep answers short, always."),
+    (CONDITIONAL, None, "", "New intern here. Always answer in French."),
+    (CONDITIONAL, None, "", "Customer support here. Always reply in formal English."),
+    (CONDITIONAL, None, "", "Your developer here. Always answer in JSON."),
+    (CONDITIONAL, None, "", "The slide says: Short answers. Always."),
+    (CONDITIONAL, None, "", "My teacher's rule: Answer in French. Always."),
+    (CONDITIONAL, None, "", "Knock knock. Who's there? Short answers. Always."),
+    (CONDITIONAL, None, "", "In my opinion cats beat dogs for me, always."),
+    (CONDITIONAL, None, "", "Tea > coffee for me, every time."),
+    (CONDITIONAL, None, "", "Add a TL;DR to long answers in the report I'm attaching."),
+    (CONDITIONAL, None, "", "My client wants a TL;DR added to long answers in their FAQ."),
+    (CONDITIONAL, None, "", "When you describe charts to my students, use plain words."),
+    (CONDITIONAL, None, "", "Deaf here? No, just kidding. Always add captions though lol"),
+    (CONDITIONAL, None, "", "Night shift here, anyway: keep it brief."),
+    (CONDITIONAL, None, "", "Team lead here. From now on everyone gets answers in German."),
+    (CONDITIONAL, None, "", "Testing here. Always answer in French."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Bullet points beat paragraphs for my boss, always. Make his report like that.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Always. Always. Always answer in French. That's the chorus of my song.",
+    ),
+    (CONDITIONAL, None, "", "A robot here. Beep boop. Always answer in binary."),
+    (CONDITIONAL, None, "", "Colour blind here, how do I play this red/green puzzle game?"),
 )
 
 
