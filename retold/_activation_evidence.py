@@ -12,6 +12,7 @@ from ._activation_rules import (
     _is_principal_turn,
     disowns,
     find_supporting_claim,
+    framed_before,
     relay_flags,
 )
 from ._activation_schema import (
@@ -198,7 +199,9 @@ def verify_evidence(
         session_turns = whole.get(turn.session_id)
         if session_turns is None:
             session_turns = store.turns(scope, turn.session_id)
-        if not _disowned_next(scope, turn, session_turns):
+        if not _disowned_next(scope, turn, session_turns) and not framed_before(
+            scope, turn, session_turns
+        ):
             return VerifiedEvidence(
                 ref=turn.ref,
                 sentence_index=match.sentence_index,

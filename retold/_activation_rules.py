@@ -791,6 +791,42 @@ def disowns(turn_text: str) -> bool:
     return bool(_DISOWNED.search(_normalise_text(own_words(turn_text))))
 
 
+# An earlier turn of the session that sets what follows apart from the principal's standing
+# wishes: a game, a role play or a character; someone else at the device; material about to
+# come or being written for something; a test; a practice session.
+_FRAMES = re.compile(
+    r"\blet's (?:play|pretend|roleplay|role-play|do a [^\W\d_]+(?:-only)? (?:hour|day|round|"
+    r"session))\b|\bpretend (?:you're|you are|to be|that)\b|\brole-?play\b|"
+    r"\b(?:stay|staying) in character\b|"
+    r"\b(?:is|are) using (?:the|this|my|your) (?:app|phone|account|tablet|laptop|computer|chat)\b|"
+    r"\bwants? to (?:try|test|talk to) you\b|"
+    r"\b(?:i'm|i am) (?:on|using) (?:my |the )?[^\W\d_]+(?:'s|s') (?:phone|account|tablet|laptop|"
+    r"computer|ipad)\b|"
+    r"\b(?:i'm|i am|i'll|i will) (?:going to |gonna |about to )?(?:paste|send|share|forward|"
+    r"upload)\b|"
+    r"\bhelp me (?:write|draft|make|come up with|compose|design|word)\b|"
+    r"\b(?:describe|explain|list|write down) the rules\b|"
+    r"\b(?:we're|we are|i'm|i am) (?:testing|trying out)\b|"
+    r"\b(?:practice|interview|quiz|game) time\b|\bpractice (?:session|interview|round)\b|"
+    r"\b[^\W\d_]+-only (?:hour|day|session|round)\b"
+)
+#: How many of the principal's turns before a claim may set it apart (``_FRAMES``).
+_FRAME_REACH = 3
+
+
+def framed_before(
+    scope: Principal, turn: TranscriptTurn, session: Sequence[TranscriptTurn]
+) -> bool:
+    """Whether one of the principal's last few turns before ``turn`` in its session (all of
+    ``session``'s turns) frames it as a game, a role, someone else's use, material or a
+    test: "Let's play twenty questions." ... "Rule for this game: always answer in French."
+    """
+    earlier = [
+        t for t in session if t.turn_index < turn.turn_index and _is_principal_turn(t, scope)
+    ][-_FRAME_REACH:]
+    return any(_FRAMES.search(_normalise_text(own_words(t.text))) for t in earlier)
+
+
 def _retracted(sentences: Sequence[str], index: int) -> bool:
     """Whether the turn takes the claim at ``index`` back: a joke marker in its sentence or
     after it, or any retraction ("scratch that", "never mind") in a later sentence."""
