@@ -792,25 +792,37 @@ def disowns(turn_text: str) -> bool:
 
 
 # An earlier turn of the session that sets what follows apart from the principal's standing
-# wishes: a game, a role play or a character; someone else at the device; material about to
-# come or being written for something; a test; a practice session.
-_FRAMES = re.compile(
-    r"\blet's (?:play|pretend|roleplay|role-play|do a [^\W\d_]+(?:-only)? (?:hour|day|round|"
-    r"session))\b|\bpretend (?:you're|you are|to be|that)\b|\brole-?play\b|"
-    r"\b(?:stay|staying) in character\b|"
+# wishes. Someone else at the device: whatever follows is theirs.
+_SOMEONE_ELSE_FRAME = re.compile(
     r"\b(?:is|are) using (?:the|this|my|your) (?:app|phone|account|tablet|laptop|computer|chat)\b|"
     r"\bwants? to (?:try|test|talk to) you\b|"
     r"\b(?:i'm|i am) (?:on|using) (?:my |the )?[^\W\d_]+(?:'s|s') (?:phone|account|tablet|laptop|"
-    r"computer|ipad)\b|"
-    r"\b(?:i'm|i am|i'll|i will) (?:going to |gonna |about to )?(?:paste|send|share|forward|"
-    r"upload)\b|"
-    r"\bhelp me (?:write|draft|make|come up with|compose|design|word)\b|"
-    r"\b(?:describe|explain|list|write down) the rules\b|"
+    r"computer|ipad)\b"
+)
+# A game, a role, a test or a practice session: what follows belongs to it, unless the
+# principal changes the subject ("Anyway, ...").
+_ROLE_FRAME = re.compile(
+    r"\blet's (?:play|pretend|roleplay|role-play|do a [^\W\d_]+(?:-only)? (?:hour|day|round|"
+    r"session))\b|\bpretend (?:you're|you are|to be|that)\b|\brole-?play\b|"
+    r"\b(?:stay|staying) in character\b|"
     r"\b(?:we're|we are|i'm|i am) (?:testing|trying out)\b|"
     r"\b(?:practice|interview|quiz|game) time\b|\bpractice (?:session|interview|round)\b|"
     r"\b[^\W\d_]+-only (?:hour|day|session|round)\b"
 )
-#: How many of the principal's turns before a claim may set it apart (``_FRAMES``).
+# Material about to come or being written: what follows may be that material, unless the
+# principal changes the subject or speaks of their own replies ("answer me", "your answers").
+_MATERIAL_FRAME = re.compile(
+    r"\b(?:i'm|i am|i'll|i will) (?:going to |gonna |about to )?(?:paste|send|share|forward|"
+    r"upload)\b|"
+    r"\bhelp me (?:write|draft|make|come up with|compose|design|word)\b|"
+    r"\b(?:describe|explain|list|write down) the rules\b"
+)
+_CHANGES_SUBJECT = re.compile(
+    r"^\W*(?:by the way|btw|anyway|anyways|separately|on (?:a|another) (?:side )?note|"
+    r"unrelated(?:ly)?|side note|one more thing|different topic|changing the subject)\b"
+)
+_OWN_REPLIES = re.compile(r"\b(?:me|my)\b|\byour (?:answers|replies|responses|messages)\b")
+#: How many of the principal's turns before a claim may set it apart.
 _FRAME_REACH = 3
 
 
@@ -818,13 +830,25 @@ def framed_before(
     scope: Principal, turn: TranscriptTurn, session: Sequence[TranscriptTurn]
 ) -> bool:
     """Whether one of the principal's last few turns before ``turn`` in its session (all of
-    ``session``'s turns) frames it as a game, a role, someone else's use, material or a
-    test: "Let's play twenty questions." ... "Rule for this game: always answer in French."
+    ``session``'s turns) sets it apart from the principal's standing wishes: someone else at
+    the device; a game, a role, a test or a practice session ("Let's play twenty
+    questions." ... "Rule for this game: always answer in French."), unless ``turn``
+    changes the subject; material to come ("I'm going to paste our chatbot rules."), unless
+    ``turn`` also changes the subject or speaks of the principal's own replies.
     """
     earlier = [
-        t for t in session if t.turn_index < turn.turn_index and _is_principal_turn(t, scope)
+        _normalise_text(own_words(t.text))
+        for t in session
+        if t.turn_index < turn.turn_index and _is_principal_turn(t, scope)
     ][-_FRAME_REACH:]
-    return any(_FRAMES.search(_normalise_text(own_words(t.text))) for t in earlier)
+    if any(_SOMEONE_ELSE_FRAME.search(text) for text in earlier):
+        return True
+    claim = _normalise_text(own_words(turn.text))
+    if _CHANGES_SUBJECT.search(claim):
+        return False
+    if any(_ROLE_FRAME.search(text) for text in earlier):
+        return True
+    return not _OWN_REPLIES.search(claim) and any(_MATERIAL_FRAME.search(text) for text in earlier)
 
 
 def _retracted(sentences: Sequence[str], index: int) -> bool:

@@ -56,7 +56,7 @@ LANGUAGE_NAMES = (
 LANGUAGE = (
     r"(?:(?:brazilian|european|latin american|mexican|castilian|argentin(?:e|ian)|canadian|"
     r"quebec(?:ois)?|belgian|swiss|austrian|simplified|traditional|(?:modern )?standard|"
-    r"egyptian|levantine|moroccan|gulf|flemish)\s+)?"
+    r"egyptian|levantine|moroccan|gulf|flemish|british|american|australian|indian|irish|scottish)\s+)?"
     # (not a spelling convention: "Canadian English spelling" is a style)
     rf"(?:{LANGUAGE_NAMES})(?!\s+spelling)"
 )

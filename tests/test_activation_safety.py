@@ -1127,3 +1127,24 @@ def test_only_the_last_few_turns_before_a_claim_can_frame_it() -> None:
     assert framed_before(scope, near[-1], near)
     assert not framed_before(scope, far[-1], far)
     assert not framed_before(scope, plain[-1], plain)
+
+
+@pytest.mark.parametrize(
+    ("frame", "text"),
+    [
+        ("Help me write a cover letter.", "By the way, always answer me in British English."),
+        ("I'm going to send you my CV later.", "Please keep your answers short, always."),
+        ("Let's play chess later.", "Anyway, always answer me in German from now on."),
+        ("Can you explain how tides work?", "Always answer me in Spanish from now on."),
+    ],
+)
+def test_a_change_of_subject_or_the_principals_own_replies_step_out_of_a_frame(
+    store: SQLiteStore, frame: str, text: str
+) -> None:
+    """After material announced or a game proposed, a claim that changes the subject or
+    speaks of the principal's own replies is theirs again (and an ordinary turn frames
+    nothing)."""
+    scope = Principal(tenant="acme", principal="steps-out")
+    rid = _framed(frame, text)(store, scope)
+    out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
+    assert out.decision == "promote", out
