@@ -25,6 +25,7 @@ from ._activation_classifier import PLEASE, standing_instruction
 from ._activation_rules import ONLY_STANDS, asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
+    ACCESSIBILITY,
     CJK_INSTRUCTION,
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
@@ -706,6 +707,9 @@ _SELF_DESCRIPTION = re.compile(
     re.I,
 )
 
+# An access need ("colour blind here." is kept as a record; "Sam here." is not).
+_NEED = re.compile(ACCESSIBILITY, re.I)
+
 
 class OfflineExtractor:
     """Deterministic, rule-based extractor for running with no model (offline reference).
@@ -764,7 +768,7 @@ class OfflineExtractor:
                 if not (
                     _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)
-                    or _SELF_DESCRIPTION.match(sentence)
+                    or (_SELF_DESCRIPTION.match(sentence) and _NEED.search(sentence))
                     or instruction
                     or standing_instruction(sentence)
                     or withdrawal

@@ -859,3 +859,9 @@ def test_a_need_signed_in_a_few_words_or_a_settled_comparison_promotes(text: str
         decision == "promote" and category == "accessibility"
         for _, decision, category in _session_end(text)
     ), _session_end(text)
+
+
+def test_a_sign_in_is_kept_only_when_it_names_an_access_need() -> None:
+    """'colour blind here.' says something lasting about the user; 'Sam here.' does not."""
+    assert _extracted("colour blind here.") == ["colour blind here."]
+    assert _extracted("Sam here. Always answer in French.") == ["Always answer in French."]
