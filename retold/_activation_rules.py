@@ -797,7 +797,11 @@ _SOMEONE_ELSE_FRAME = re.compile(
     r"\b(?:is|are) using (?:the|this|my|your) (?:app|phone|account|tablet|laptop|computer|chat)\b|"
     r"\bwants? to (?:try|test|talk to) you\b|"
     r"\b(?:i'm|i am) (?:on|using) (?:my |the )?[^\W\d_]+(?:'s|s') (?:phone|account|tablet|laptop|"
-    r"computer|ipad)\b"
+    r"computer|ipad)\b|"
+    # the device handed over, or someone else about to use it
+    r"\b(?:handing|passing|giving) (?:the|my|this) [^\W\d_]+ (?:over )?to\b|"
+    r"\b(?:my|our) [^\W\d_]+ (?:is going to|is gonna|will|wants to|is about to) (?:ask|talk|chat|"
+    r"type|use|try)\b"
 )
 # A game, a role, a test or a practice session: what follows belongs to it, unless the
 # principal changes the subject ("Anyway, ...").
@@ -807,7 +811,12 @@ _ROLE_FRAME = re.compile(
     r"\b(?:stay|staying) in character\b|"
     r"\b(?:we're|we are|i'm|i am) (?:testing|trying out)\b|"
     r"\b(?:practice|interview|quiz|game) time\b|\bpractice (?:session|interview|round)\b|"
-    r"\b[^\W\d_]+-only (?:hour|day|session|round)\b"
+    r"\b[^\W\d_]+-only (?:hour|day|session|round)\b|"
+    # acting as someone, or a demo: "act as my Latin teacher", "be Shakespeare for this chat"
+    r"\bact (?:as|like)\b|\bsimulat(?:e|ing|ion)\b|\bplay(?:ing)? the (?:role|part)\b|"
+    r"\bbe (?:[^\W\d_]+ ){1,3}?for (?:this|the) (?:chat|conversation|game|session)\b|"
+    r"\b(?:doing|giving|running) a demo\b|"
+    r"\bfor the next (?:few|couple of|\d+|two|three|five) (?:messages|answers|minutes|turns)\b"
 )
 # Material about to come or being written: what follows may be that material, unless the
 # principal changes the subject or speaks of their own replies ("answer me", "your answers").
@@ -815,13 +824,17 @@ _MATERIAL_FRAME = re.compile(
     r"\b(?:i'm|i am|i'll|i will) (?:going to |gonna |about to )?(?:paste|send|share|forward|"
     r"upload)\b|"
     r"\bhelp me (?:write|draft|make|come up with|compose|design|word)\b|"
-    r"\b(?:describe|explain|list|write down) the rules\b"
+    r"\b(?:describe|explain|list|write down) the rules\b|"
+    # being written or shown: "I'm drafting the welcome message", "let me show you what my
+    # teacher wrote", "here's the system prompt I'm using:", "For my campaign notes:"
+    r"\b(?:i'm|i am) (?:drafting|writing|translating|editing|preparing|composing)\b|"
+    r"\blet me show you\b|\bsystem prompt\b|:\s*$"
 )
 _CHANGES_SUBJECT = re.compile(
     r"^\W*(?:by the way|btw|anyway|anyways|separately|on (?:a|another) (?:side )?note|"
     r"unrelated(?:ly)?|side note|one more thing|different topic|changing the subject)\b"
 )
-_OWN_REPLIES = re.compile(r"\b(?:me|my)\b|\byour (?:answers|replies|responses|messages)\b")
+_OWN_REPLIES = re.compile(r"\b(?:me|my|answers|replies|responses)\b")
 #: How many of the principal's turns before a claim may set it apart.
 _FRAME_REACH = 3
 

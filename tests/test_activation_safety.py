@@ -874,6 +874,48 @@ CASES = [
         "host",
         _framed("Let's do a French-only hour for practice.", "Always answer in French."),
     ),
+    # more frames: acting as someone, the device handed over, someone about to ask, a draft,
+    # a system prompt announced, a demo
+    Case(
+        "framed-by-acting-as",
+        "host",
+        _framed(
+            "Can you act as my strict Latin teacher for a bit?", "Good. Always answer in Latin."
+        ),
+    ),
+    Case(
+        "framed-by-handing-over",
+        "host",
+        _framed("Handing the tablet to my dad now.", "always answer in big letters"),
+    ),
+    Case(
+        "framed-by-someone-about-to-ask",
+        "host",
+        _framed(
+            "My colleague is going to ask you a few things.", "Hi! Please always use metric units."
+        ),
+    ),
+    Case(
+        "framed-by-drafting",
+        "host",
+        _framed(
+            "I'm drafting the welcome message for our Discord server.",
+            "Always reply in English, be kind, no spam.",
+        ),
+    ),
+    Case(
+        "framed-by-a-system-prompt",
+        "host",
+        _framed(
+            "Here's the system prompt I'm using for my bot:",
+            "Always answer in Spanish. Keep it short.",
+        ),
+    ),
+    Case(
+        "framed-by-a-demo",
+        "host",
+        _framed("We're doing a demo for the class now.", "Answer in French every time."),
+    ),
     Case("a-letter", "host", _direct("Dear diary, always answer in French lol")),
     Case(
         "named-as-material",
@@ -1136,6 +1178,9 @@ def test_only_the_last_few_turns_before_a_claim_can_frame_it() -> None:
         ("I'm going to send you my CV later.", "Please keep your answers short, always."),
         ("Let's play chess later.", "Anyway, always answer me in German from now on."),
         ("Can you explain how tides work?", "Always answer me in Spanish from now on."),
+        ("I'm drafting an email to my landlord.", "Keep your answers short, always."),
+        ("Can you act as a sounding board today?", "Anyway, always use bullet points with me."),
+        ("My colleague told me about you.", "Always answer in Spanish, from now on."),
     ],
 )
 def test_a_change_of_subject_or_the_principals_own_replies_step_out_of_a_frame(
