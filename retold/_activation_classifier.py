@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._activation_rules import (
     _IF_IDIOM,
+    _NEED,
     _WORD,
     POLITE_REQUEST,
     WITHDRAWAL,
@@ -24,7 +25,6 @@ from ._activation_rules import (
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import (
-    ACCESSIBILITY,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
     CJK_TRIGGERS,
@@ -124,7 +124,7 @@ _LANGUAGE_WANTED = (
     rf"\b(?:prefer|rather have|rather)\s+(?:{LANGUAGE})\b(?![ \t]+[^\W\d_])"
 )
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
-    "accessibility": re.compile(ACCESSIBILITY),
+    "accessibility": _NEED,
     "response_language": re.compile(
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+only\b|{_LANGUAGE_WANTED}|"

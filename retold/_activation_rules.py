@@ -752,6 +752,7 @@ _SOMEONE_ELSE_TYPING = re.compile(
 _SIGNED_IN = re.compile(
     r"(?:^|[.!?\n]\s*)((?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+)\s+(?:here|speaking)\s*(?:[.!,:;\n]|$)"
 )
+# An access need, on normalised text (also the classifier's ``accessibility`` category).
 _NEED = re.compile(ACCESSIBILITY)
 # A joke's form: whatever a knock-knock joke says, it says as a joke.
 _JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
