@@ -154,6 +154,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
         r"precise (?:language|wording|terms)|be (?:exact|precise)|"
         r"plain (?:language|words|terms)|"
+        # the level an answer is pitched at: "explain things like I'm five", "skip the basics"
+        r"eli5|like i'?m (?:five|5|a (?:child|kid|beginner|novice|newbie))|(?:the )?basics|"
+        r"just the facts|be (?:more |very )?direct|directness|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
@@ -280,7 +283,10 @@ _RESPONSE_CONDITION = re.compile(
 )
 # The item at hand, named as such: "this one", "that question", "this essay".
 _ITEM_AT_HAND = (
-    r"(?:this|that|these|those) (?:one|question|message|request|email|text|summary|answer|"
+    # "this next message", "your next answer", "the following reply": one upcoming item
+    r"(?:(?:this|that|these|those)(?: (?:next|last|previous|following))?|"
+    r"(?:the|your|my) (?:next|last|previous|following)(?: few| couple(?: of)?| two| three|"
+    r" \d+)?) (?:one|question|message|request|email|text|summary|answer|"
     r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
     r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan|lesson|game|"
     r"quiz|roleplay|role-play|exercise|round|class|course|chapter|module)s?\b"
@@ -317,6 +323,9 @@ _WITHIN_ITEM = re.compile(
     r"update|fill in|fill out)\s+(?:the|my|our)\s+(?:[^\W\d_]+\s+)?(?:invoice|report|"
     r"spreadsheet|table|document|doc|letter|essay|cv|resume|slides?|deck|file|page|post|"
     r"presentation|proposal|contract|form|card)s?\b|"
+    # answers in material the principal handles: "I like short answers in the essays I mark"
+    r"\b(?:in|on|from) (?:the |my |our |their |these |those )?(?:[^\W\d_]+ ){0,2}?[^\W\d_]+ "
+    r"(?:that |which )?(?:i|we) (?:mark|grade|assess|review|read|edit|teach|set|receive|get)\b|"
     r"\b(?:on|onto) (?:a|the|my) (?:sticky note|post-it|note|card|sign|board|whiteboard|poster|"
     r"label|mug|shirt|t-shirt|banner|cake)\b"
 )
@@ -387,7 +396,13 @@ _PREFERENCE_FORM = re.compile(
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
     # a comparison settled for the principal: "written instructions beat audio links for me",
     # "concrete examples > abstract explanations for me"
-    r"(?:\bbeats?\b|\btrumps?\b|>)[^,;.!?]{1,60}\bfor me\b"
+    r"(?:\bbeats?\b|\btrumps?\b|>)[^;.!?]{1,60}\bfor me\b|"
+    # what the principal values in a reply: "I value concise answers over thorough ones"
+    r"\bi\s+(?:really\s+|always\s+)?value\b|"
+    # what the principal welcomes in a reply: "a little sarcasm in your answers is welcome"
+    r"\b(?:is|are) (?:always |very |more than |totally |perfectly |most )?welcome\b|"
+    # the comparative correlative: "the shorter your answers, the better"
+    r"\bthe (?:more|less|fewer|[^\W\d_]{2,}er)\b[^;.!?]{1,60}\bthe (?:better|happier i am)\b"
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"

@@ -865,3 +865,56 @@ def test_a_sign_in_is_kept_only_when_it_names_an_access_need() -> None:
     """'colour blind here.' says something lasting about the user; 'Sam here.' does not."""
     assert _extracted("colour blind here.") == ["colour blind here."]
     assert _extracted("Sam here. Always answer in French.") == ["Always answer in French."]
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("My attention span is terrible, so the shorter your answers, the better.", "answer_style"),
+        ("I value concise answers over thorough ones.", "answer_style"),
+        ("Bullet points > paragraphs, for me anyway.", "answer_style"),
+        ("A little sarcasm in your answers is welcome, I enjoy it.", "answer_style"),
+        ("Explain things to me like I'm five, I'm new to all of this.", "answer_style"),
+        ("I'm a senior dev, skip the basics and just show me the code.", "answer_style"),
+        ("Be direct with me. No sugar-coating.", "answer_style"),
+    ],
+)
+def test_valued_welcome_and_comparative_phrasings_promote(text: str, category: str) -> None:
+    """What the principal values or welcomes in replies, 'the shorter, the better', a
+    comparison settled for them and the level an answer is pitched at are standing
+    answer-style preferences."""
+    assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Respond in German to this next message so I can forward it.",
+        "Keep your next few answers short, I'm driving.",
+        "Write the following answer in French please.",
+        "I prefer concise answers in exam essays I mark.",
+        "I like short answers in the essays I mark.",
+    ],
+)
+def test_the_next_item_and_answers_in_material_the_principal_handles_are_not_standing(
+    text: str,
+) -> None:
+    """'this next message', 'your next few answers' name upcoming items, not every reply;
+    answers in essays the principal marks are not the assistant's."""
+    decision, _ = _classify(text)
+    assert decision != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Everyone is welcome at the party on Saturday.",
+        "The sooner we leave, the better.",
+        "I value honesty in my friends.",
+        "I'm learning the basics of Python.",
+        "My boss told me to be more direct in meetings.",
+    ],
+)
+def test_the_new_forms_need_a_reply_to_be_about(text: str) -> None:
+    decision, _ = _classify(text)
+    assert decision != "promote"
