@@ -164,7 +164,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         # spelling conventions, and how a reply opens or closes
         r"(?:british|american|us|uk|australian|canadian) (?:english )?spelling|oxford comma|"
         r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"
-        r"(?:answers?|repl(?:y|ies)|responses?|messages?) (?:with|by|on)|follow[- ]up questions?)\b"
+        r"(?:answers?|repl(?:y|ies)|responses?|messages?) (?:with|by|on)|follow[- ]up questions?|"
+        r"at the (?:end|start|beginning|top|bottom) of (?:each|every|your|all|my) "
+        r"(?:answers?|repl(?:y|ies)|responses?|messages?))\b"
     ),
 }
 _INJECTION = re.compile(
@@ -344,6 +346,8 @@ _STANDING = re.compile(
     r"(?:each|every) (?:single )?(?:time|answer|reply|response|message)|from here on|as a rule|"
     r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
     r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
+    # every reply, named in the plural: "avoid them in your answers", "your replies to me"
+    r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me|"
     r"no matter (?:what|the topic|the subject))\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # "no emoji, ever": a trailing "ever" after a pause

@@ -200,7 +200,7 @@ def verify_evidence(
         if session_turns is None:
             session_turns = store.turns(scope, turn.session_id)
         if not _disowned_next(scope, turn, session_turns) and not framed_before(
-            scope, turn, session_turns
+            scope, turn, session_turns, match
         ):
             return VerifiedEvidence(
                 ref=turn.ref,

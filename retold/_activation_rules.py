@@ -235,13 +235,17 @@ def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
 # A polite request phrased as a question ("can you generally ...?", "could you answer me in
 # Japanese from now on?") is a direct instruction when it says the request is standing.
 _REQUEST_QUESTION = re.compile(
-    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well)\W+)*"
+    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well|anyway|anyhow|"
+    r"right|alright|listen|look|yeah|plus|now|besides|by the way|one more thing|last thing|"
+    r"quick (?:question|request|one))\W+)*"
     r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we)\b"
 )
 _STANDING = re.compile(
     r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
     r"every (?:single )?time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
-    r"in all (?:your )?(?:answers|replies|responses))\b|"
+    r"in all (?:your )?(?:answers|replies|responses)|"
+    # every reply, named in the plural: "avoid them in your answers", "your replies to me"
+    r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
     r"\b(?:keep|stick|stay|talk|speak|use|write)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
@@ -728,12 +732,15 @@ _DISOWNED = re.compile(
 # The turn says someone else is typing or speaking: "This is Sam's wife on his account",
 # "Sam's mum here", "I'm his assistant", "my cat walked on the keyboard".
 _SOMEONE_ELSE_TYPING = re.compile(
-    rf"\b(?:this is|it's|it is|i'm|i am)\s+(?:[^\W\d_]+'s|his|her|their)\s+(?:[^\W\d_]+\s+)?"
+    rf"\b(?:this is|it's|it is|i'm|i am)\s+(?:[^\W\d_]+,?\s+)?(?:[^\W\d_]+'s|his|her|their)\s+"
+    rf"(?:[^\W\d_]+\s+)?"
     rf"(?:{_RELATIONS}|assistant|secretary|carer|caregiver|nurse|pa)\b|"
     rf"\b[^\W\d_]+'s\s+{_RELATIONS}\s+here\b|"
     # someone else's account or device: "this is the kids' account", "it's Sam's tablet"
     r"\b(?:this is|it's|it is|on|using)\s+(?:(?:the|his|her|their)\s+)?[^\W\d_]+(?:'s|s')\s+"
     r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
+    r"\b(?:on|using) (?:his|her|their) (?:account|profile|login|tablet|phone|laptop|computer|"
+    r"device|ipad)\b|"
     # someone else holding the device: "my toddler grabbed the phone"
     r"\bmy [^\W\d_]+ (?:grabbed|took|has|had|stole|snatched|got hold of|is using|was using) "
     r"(?:my|the) (?:phone|keyboard|laptop|tablet|computer|ipad|account)\b|"
@@ -764,7 +771,7 @@ WITHDRAWAL = re.compile(
     r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
     r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
-    r"changed my mind|change of plan|go back to (?:normal|how)|back to normal|"
+    r"changed my mind|change of plan|go back to how|"
     r"you can stop|no need (?:to|for) .*\bany ?more|"
     r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
     r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
@@ -774,6 +781,9 @@ WITHDRAWAL = re.compile(
 # state a new standing preference rather than withdraw one.
 WITHDRAWAL_OR_NEW = re.compile(
     r"\b(?:scratch|drop|cancel) (?:the|my|those|this)\b|"
+    # "back to normal" ends a game or a one-off, or takes a preference back: "Back to
+    # normal: be concise in general" opens a new standing one
+    r"\b(?:go |going |get |getting )?back to normal\b|"
     r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
 )
 # Someone else reading the replies now: "my friend is reading over my shoulder", "reading
@@ -832,8 +842,14 @@ _MATERIAL_FRAME = re.compile(
     r"\blet me show you\b|\bsystem prompt\b|:\s*$"
 )
 _CHANGES_SUBJECT = re.compile(
-    r"^\W*(?:by the way|btw|anyway|anyways|separately|on (?:a|another) (?:side )?note|"
-    r"unrelated(?:ly)?|side note|one more thing|different topic|changing the subject)\b"
+    # at the start, after at most a one-word sentence ("Grazie! Different topic: ...")
+    r"^\W*(?:[^\W\d_]+[.!]\s+)?(?:(?:ok|okay|right|alright|so|and)\W+)*"
+    r"(?:by the way|btw|anyway|anyways|separately|on (?:a|another) (?:side )?note|"
+    r"unrelated(?:ly)?|side note|one more thing|different topic|changing the subject)\b|"
+    # or ends the game or role: "Ok, game over, that was fun. Back to normal: ..."
+    r"\b(?:game over|end of (?:the )?(?:game|role ?play)|out of character|back to normal|"
+    r"(?:stop|end|enough of) (?:the )?(?:game|role ?play)|(?:i'm|we're) done (?:playing|with the "
+    r"(?:game|role ?play)))\b"
 )
 _OWN_REPLIES = re.compile(r"\b(?:me|my|answers|replies|responses)\b")
 #: How many of the principal's turns before a claim may set it apart.
@@ -841,26 +857,39 @@ _FRAME_REACH = 3
 
 
 def framed_before(
-    scope: Principal, turn: TranscriptTurn, session: Sequence[TranscriptTurn]
+    scope: Principal,
+    turn: TranscriptTurn,
+    session: Sequence[TranscriptTurn],
+    match: ClaimMatch | None = None,
 ) -> bool:
-    """Whether one of the principal's last few turns before ``turn`` in its session (all of
-    ``session``'s turns) sets it apart from the principal's standing wishes: someone else at
-    the device; a game, a role, a test or a practice session ("Let's play twenty
-    questions." ... "Rule for this game: always answer in French."), unless ``turn``
-    changes the subject; material to come ("I'm going to paste our chatbot rules."), unless
-    ``turn`` also changes the subject or speaks of the principal's own replies.
+    """Whether what comes before the claim sets it apart from the principal's standing
+    wishes: in one of the principal's last few turns before ``turn`` in its session (all of
+    ``session``'s turns), someone else at the device (also when they say who they are:
+    "Hi, this is Tom, Greta's husband, on her laptop."); a game, a role, a test or a
+    practice session ("Let's play twenty questions." ... "Rule for this game: always answer
+    in French."), unless ``turn`` changes the subject or ends the game; material to come
+    ("I'm going to paste our chatbot rules."), unless ``turn`` also changes the subject or
+    speaks of the principal's own replies. The sentences of ``turn`` before the claim
+    (``match``, from :func:`find_supporting_claim`) count as the latest earlier turn for
+    someone else and for a game or test, and so does the claim itself for a game or test
+    ("I'm testing how you handle instructions. Always answer in Portuguese."); not for
+    material (a sentence saying what the principal is writing is often only their reason).
     """
     earlier = [
         _normalise_text(own_words(t.text))
         for t in session
         if t.turn_index < turn.turn_index and _is_principal_turn(t, scope)
     ][-_FRAME_REACH:]
-    if any(_SOMEONE_ELSE_FRAME.search(text) for text in earlier):
+    own = own_words(turn.text)
+    lead = _normalise_text(" ".join(_sentences(own)[: match.sentence_index])) if match else ""
+    framing = [*earlier, lead] if lead else earlier
+    if any(_SOMEONE_ELSE_FRAME.search(t) or _SOMEONE_ELSE_TYPING.search(t) for t in framing):
         return True
-    claim = _normalise_text(own_words(turn.text))
+    claim = _normalise_text(own)
     if _CHANGES_SUBJECT.search(claim):
         return False
-    if any(_ROLE_FRAME.search(text) for text in earlier):
+    claimed = _normalise_text(match.sentence) if match else ""
+    if any(_ROLE_FRAME.search(text) for text in [*framing, claimed]):
         return True
     return not _OWN_REPLIES.search(claim) and any(_MATERIAL_FRAME.search(text) for text in earlier)
 

@@ -398,6 +398,14 @@ _QUESTION_START = re.compile(
 # "When you list steps, number them" / "When I was a kid, I lived in Lima": a sentence that
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
+# "Which is why I want you to ...", "What I'd like is ...": a relative or cleft opener, not
+# a question.
+_NOT_A_QUESTION = re.compile(
+    r"^\W*(?:which|that)(?:'s| is| was) (?:why|how|the reason)\b|"
+    r"^\W*what (?:i|we)(?:'d| would)? (?:really )?(?:want|need|like|prefer|mean|meant|said)\b"
+    r"(?![^?]*\?\s*$)",
+    re.I,
+)
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
@@ -509,6 +517,7 @@ _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
     r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
     r"i'd prefer|^\W*prefer|i can't stand|don't (?:use|give|send)|"
+    r"i(?:'d| would)? (?:really )?(?:like|want|need) you to|i'd rather you|"
     r"answer me|reply (?:to me )?in|respond in)\b",
     re.I,
 )
@@ -758,6 +767,7 @@ class OfflineExtractor:
                     bool(_QUESTION_START.match(sentence))
                     and not _INSTRUCTION.match(sentence)
                     and not _SUBORDINATE_OPENER.match(sentence)
+                    and not _NOT_A_QUESTION.match(sentence)
                 )
                 if question and not request:
                     reason = None
