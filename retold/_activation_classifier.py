@@ -9,9 +9,9 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._activation_rules import (
-    _IF_IDIOM,
     _NEED,
     _WORD,
+    IF_IDIOM,
     POLITE_REQUEST,
     WITHDRAWAL,
     WITHDRAWAL_OR_NEW,
@@ -411,7 +411,8 @@ _PREFERENCE_FORM = re.compile(
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists|"
-    r"instructions|examples|summar(?:y|ies)|headings|tables|units)\b|"
+    r"instructions|examples|summar(?:y|ies)|headings|tables|units|"
+    r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
     rf"{_LANGUAGE_WANTED}"
 )
 _CLAUSE_SPLIT = re.compile(
@@ -613,7 +614,7 @@ class OfflineActivationClassifier:
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
         instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
-        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", _IF_IDIOM.sub(" ", instruction))):
+        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction))):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )

@@ -137,7 +137,7 @@ POLITE_REQUEST = (
     r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b"
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
-_IF_IDIOM = re.compile(
+IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
     r"\bwhen(?:ever)? (?:you can|possible|it makes sense|it helps|appropriate|relevant|needed|"
     r"necessary)\b|"
@@ -152,7 +152,11 @@ _IF_IDIOM = re.compile(
     r"\bunless (?:i|we) (?:say|ask|tell you|specify) (?:otherwise|so|differently)\b|"
     r"\bunless (?:i|we) (?:ask|say|tell you) (?:for|i want|we want) (?:more|less|details?|"
     r"something else|a longer (?:one|answer|reply))\b|"
-    r"\bunless (?:otherwise|stated otherwise)\b"
+    r"\bunless (?:otherwise|stated otherwise)\b|"
+    # the same default the other way round: "details only if I ask", "more if I ask for it"
+    r"\b(?:more|details?|the rest|the (?:long|longer|full) (?:version|answer)|explanations?|"
+    r"background|examples?) (?:only )?(?:if|when) (?:i|we) (?:ask|request|say so)(?: for (?:it|them))?"
+    r"\b|\b(?:if|when) (?:i|we) (?:ask|request) for (?:more|details?|the (?:rest|details))\b"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a
 # third party (who would be "I want them to ...", which stays disqualified).
@@ -323,8 +327,14 @@ def _normalise_text(text: str) -> str:
     # U+2028-style breaks turned into newlines; then case-folded for matching.
     text = unicodedata.normalize("NFKC", normalise(text)).casefold()
     text = text.replace("\u2019", "'").replace("\u2018", "'")
+    # Chat spellings of "you" and "your": "can u stop w the emojis in ur replies".
+    text = _CHAT_SPELLINGS.sub(lambda m: _CHAT_WORDS[m.group(0)], text)
     # "don't" -> "do not", "can't" -> "ca not": negation parity sees one "not" either way.
     return re.sub(r"n't\b", " not", text)
+
+
+_CHAT_WORDS = {"u": "you", "ur": "your", "yr": "your"}
+_CHAT_SPELLINGS = re.compile(r"(?<![\w'])(?:u|ur|yr)(?![\w'])")
 
 
 def _words(text: str) -> list[str]:
@@ -427,7 +437,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
     if asks(sentence) and not standing_request(sentence):
         return "question"
-    unidiomatic = _IF_IDIOM.sub(" ", " ".join(words)).split()
+    unidiomatic = IF_IDIOM.sub(" ", " ".join(words)).split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
         return "hypothetical"
     pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
@@ -443,7 +453,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
         or _OTHER_ASSISTANT.search(text)
     ):
         return "third_party"
-    for m in _REPORTED.finditer(_IF_IDIOM.sub(" ", text)):
+    for m in _REPORTED.finditer(IF_IDIOM.sub(" ", text)):
         if m.group(1) != "i":
             return "third_party"
     return None
@@ -741,6 +751,9 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
     r"\b(?:on|using) (?:his|her|their) (?:account|profile|login|tablet|phone|laptop|computer|"
     r"device|ipad)\b|"
+    # the typist borrowed it: "Borrowing my friend's phone for a sec."
+    r"\bborrow(?:ing|ed)? (?:my |the |his |her |their )?[^\W\d_]+(?:'s|s') (?:account|profile|"
+    r"login|tablet|phone|laptop|computer|device|ipad)\b|"
     # someone else holding the device: "my toddler grabbed the phone"
     r"\bmy [^\W\d_]+ (?:grabbed|took|has|had|stole|snatched|got hold of|is using|was using) "
     r"(?:my|the) (?:phone|keyboard|laptop|tablet|computer|ipad|account)\b|"
@@ -822,6 +835,10 @@ _ROLE_FRAME = re.compile(
     r"\b(?:stay|staying) in character\b|"
     r"\b(?:we're|we are|i'm|i am) (?:testing|trying out)\b|"
     r"\b(?:practice|interview|quiz|game) time\b|\bpractice (?:session|interview|round)\b|"
+    # "Let's do a quiz.", "Let's practise for my interview.", "a mock exam"
+    r"\blet's (?:do|have|try|run|start) (?:a|an|some|another) (?:[^\W\d_]+ )?(?:quiz|game|"
+    r"role-?play|drill|exercise|simulation)\b|\blet's (?:practi[sc]e|rehearse)\b|"
+    r"\bmock (?:interview|exam|test|trial)\b|"
     r"\b[^\W\d_]+-only (?:hour|day|session|round)\b|"
     # acting as someone, or a demo: "act as my Latin teacher", "be Shakespeare for this chat"
     r"\bact (?:as|like)\b|\bsimulat(?:e|ing|ion)\b|\bplay(?:ing)? the (?:role|part)\b|"

@@ -22,7 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import PLEASE, standing_instruction
-from ._activation_rules import ONLY_STANDS, asks, standing_request
+from ._activation_rules import IF_IDIOM, ONLY_STANDS, asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
@@ -437,6 +437,8 @@ def _is_hypothetical(sentence: str) -> bool:
     "negotiated the rent down to 1,780 if I sign for two years, did it" the condition only
     qualifies an action the user already took, so the sentence is asserted.
     """
+    # Idiomatic qualifiers ("if needed", "details only if I ask") condition nothing.
+    sentence = IF_IDIOM.sub(" ", sentence.casefold())
     if _HYPOTHETICAL_ALWAYS.search(sentence):
         return True
     if not _HYPOTHETICAL.search(sentence):
@@ -790,7 +792,12 @@ class OfflineExtractor:
                 preference_like = instruction or withdrawal
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
                 kind = _STATE_KINDS.get((attribute or "").rpartition(":")[2], _kind(sentence))
-                if request or withdrawal or _FOREIGN_INSTRUCTION.search(sentence):
+                if (
+                    request
+                    or withdrawal
+                    or _FOREIGN_INSTRUCTION.search(sentence)
+                    or _ABOUT_REPLIES.search(sentence)
+                ):
                     kind = RecordKind.PREFERENCE
                 record = ExtractedRecord(
                     kind=kind,

@@ -30,6 +30,8 @@ ACCESSIBILITY = (
     r"autis\w*|neurodivergen\w*|hearing (?:loss|aids?|impair\w*)|deafness|"
     r"motor impairment|tremors?|one[- ]handed|cognitive impairment|"
     r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*|"
+    r"aphasi\w*|brain injur\w*|(?:processing|attention) disorder|memory (?:loss|problems)|"
+    r"tinnitus|nystagmus|cataracts?|glaucoma|"
     r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
 )
 

@@ -1301,3 +1301,67 @@ def test_a_need_and_the_instruction_it_calls_for_are_one_record(store: SQLiteSto
     rid = extract(store, scope, text)
     out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
     assert (out.decision, out.category) == ("promote", "accessibility"), out
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("also can u stop w the emojis in ur replies, not my thing", "answer_style"),
+        (
+            "In general I need the short version first, details only if I ask.",
+            "answer_style",
+        ),
+        (
+            "I had a stroke last year and I have mild aphasia, so short simple sentences work "
+            "best for me in every answer.",
+            "accessibility",
+        ),
+    ],
+)
+def test_chat_spellings_a_default_with_details_on_request_and_a_stated_condition_promote(
+    store: SQLiteStore, text: str, category: str
+) -> None:
+    """'u'/'ur' read as 'you'/'your'; 'details only if I ask' keeps a default, it is no
+    hypothetical; an instruction about every answer is a preference record, whatever else
+    the sentence says happened."""
+    from retold._extraction import OfflineExtractor
+
+    scope = Principal(tenant="acme", principal="chat-forms")
+    turn = TranscriptTurn(
+        session_id="s1", turn_index=0, role=Role.USER, text=text, time=store.clock()
+    )
+    [record] = OfflineExtractor().extract([turn], user=None)
+    # activatable either way; "in every answer" makes the aphasia sentence a preference, not
+    # the event its "had a stroke" would make it
+    assert record.kind in (RecordKind.PREFERENCE, RecordKind.FACT)
+    assert ("aphasia" not in text) or record.kind is RecordKind.PREFERENCE
+    assert record.epistemic is EpistemicState.ASSERTED
+    say(store, scope, text)
+    rid = extract(store, scope, record.text)
+    out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
+    assert (out.decision, out.category) == ("promote", category), out
+
+
+@pytest.mark.parametrize(
+    ("earlier", "text"),
+    [
+        (
+            ["Let's do a quiz.", "Yes. First, what's the tallest mountain?"],
+            "Rule: always answer in one word.",
+        ),
+        (["Let's practise for my interview tomorrow."], "Always ask me follow-up questions."),
+        (["Borrowing my friend's phone for a sec."], "Please answer in Italian from now on."),
+        ([], "Answer in French only if I ask."),
+    ],
+)
+def test_a_quiz_a_practice_a_borrowed_phone_and_a_real_condition_are_not_promoted(
+    store: SQLiteStore, earlier: list[str], text: str
+) -> None:
+    scope = Principal(tenant="acme", principal="more-frames")
+    for line in earlier:
+        say(store, scope, line)
+        say(store, scope, "Sure.", role=Role.ASSISTANT)
+    say(store, scope, text)
+    rid = extract(store, scope, text.rstrip("."))
+    out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
+    assert out.decision != "promote", out
