@@ -161,6 +161,10 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
         r"(?:one|two|three|four|five|a few|few|\d+) (?:sentences|lines|paragraphs|bullet points)|"
+        # a length limit in words: "under 100 words", "200 words max", "a word limit"
+        r"(?:under|below|within|at most|no more than|max(?:imum)?|fewer than|less than|up to) "
+        r"(?:\d+|a hundred|fifty|twenty) words|\d+ words (?:max|maximum|or (?:less|fewer))|"
+        r"word (?:limit|count)|"
         # spelling conventions, and how a reply opens or closes
         r"(?:british|american|us|uk|australian|canadian) (?:english )?spelling|oxford comma|"
         r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"

@@ -252,7 +252,7 @@ _STANDING = re.compile(
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
-    r"\b(?:keep|stick|stay|talk|speak|use|write)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
+    r"\b(?:keep|stick|stay|talk|speak|use|write|be)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
@@ -804,7 +804,8 @@ WITHDRAWAL_OR_NEW = re.compile(
 # (taking a preference back for that reason is the principal's own decision).
 _SOMEONE_ELSE_READING = re.compile(
     r"\bover my shoulder\b|"
-    r"\b(?:reading|showing|projecting|presenting) (?:this|it|you|your answers?|these|them) "
+    r"\b(?:read(?:ing)?|show(?:ing)?|project(?:ing)?|present(?:ing)?) (?:this|it|you|your "
+    r"(?:answers?|repl(?:y|ies))|these|them) "
     r"(?:out )?(?:aloud |out loud )?to (?:my|our|the)\b|"
     r"\b(?:my|our|the) [^\W\d_]+ (?:is|are) (?:reading|watching|listening)\b"
 )

@@ -918,3 +918,14 @@ def test_the_next_item_and_answers_in_material_the_principal_handles_are_not_sta
 def test_the_new_forms_need_a_reply_to_be_about(text: str) -> None:
     decision, _ = _classify(text)
     assert decision != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please keep your answers under 100 words.",
+        "Could you be a bit less formal with me? You sound like a bank.",
+    ],
+)
+def test_a_word_limit_and_a_way_of_being_with_me_promote(text: str) -> None:
+    assert _classify(text) == ("promote", "answer_style")
