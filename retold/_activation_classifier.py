@@ -156,7 +156,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"plain (?:language|words|terms)|"
         # the level an answer is pitched at: "explain things like I'm five", "skip the basics"
         r"eli5|like i'?m (?:five|5|a (?:child|kid|beginner|novice|newbie))|(?:the )?basics|"
-        r"just the facts|be (?:more |very )?direct|directness|"
+        r"just the facts|be (?:more |very )?direct|directness|analog(?:y|ies)|metaphors?|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
@@ -230,7 +230,8 @@ _TRIGGER = re.compile(
     r"texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
-    r"example|instance|sure|real|what it's worth|reference)\b|"
+    r"example|instance|sure|real|what it's worth|reference|future reference|the future|"
+    r"later reference)\b|"
     # what a reply holds, any of it (not that of one item: "for comparisons in my thesis")
     r"(?:weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
     r"numbers|amounts|quantities|comparisons|summaries|lists|explanations|recommendations)\b"
@@ -352,7 +353,7 @@ _STANDING = re.compile(
     r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me|"
-    r"no matter (?:what|the topic|the subject))\b|"
+    r"no matter (?:what|the topic|the subject)|for future reference)\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # "no emoji, ever": a trailing "ever" after a pause
     r",\s*ever\b"
@@ -509,7 +510,8 @@ def _explicit_instruction(claim: str) -> bool:
     claim = _HABIT.sub(" ", claim)
     if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or PLEASE.search(claim):
         return True
-    if _VERBLESS_STANDING.search(claim):
+    # also after a lead-in: "I've said it before: short answers, always."
+    if _VERBLESS_STANDING.search(claim) or _VERBLESS_STANDING.search(claim.rpartition(":")[2]):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True

@@ -260,7 +260,9 @@ _REPORTING_VERBS = (
     "suggested|insists|insisted|advises|advised|heard|mentioned|mentions|claims|claimed|noted|"
     "reckons|reckoned|believes|believed|feels|felt|explained|explains|warned|warns|swears|swore"
 )
-_REPORTED = re.compile(rf"\b([^\W_]+)\s+(?:{_REPORTING_VERBS})\b")
+_REPORTED = re.compile(rf"\b([^\W_]+(?:'[^\W_]+)?)\s+(?:{_REPORTING_VERBS})\b")
+# The principal reporting their own words ("I've said it before: short answers, always").
+_FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll"})
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
 _HEARSAY = re.compile(
@@ -454,7 +456,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     ):
         return "third_party"
     for m in _REPORTED.finditer(IF_IDIOM.sub(" ", text)):
-        if m.group(1) != "i":
+        if m.group(1) not in _FIRST_PERSON_SINGULAR:
             return "third_party"
     return None
 
@@ -473,7 +475,9 @@ _LEAD_IN = re.compile(
     r"blog|vlog|newsletter|podcast|template|resolution|checklist|tweet|draft|"
     r"copied|copying|forum|"
     r"status|bio|diary|journal|poster|lyrics?|song|"
-    r"the following|below|wrote|writes|says|said|typed|texted|sent|posted|messaged|"
+    r"the following|below|wrote|writes|says|typed|texted|sent|posted|messaged|"
+    # someone's words, not the principal's own said again ("I've said it before: ...")
+    r"(?<!\bi )(?<!i've )(?<!i have )(?<!i'd )said|"
     r"tweeted|commented|scribbled|yelled|shouted|repeat|say|recite|fwd?|note to self|"
     # a note the principal keeps for themselves: "Reminder for me, not you: ..."
     r"reminders? (?:for|to) (?:me|myself)|notes? (?:for|to) (?:me|myself)|memo to self|"

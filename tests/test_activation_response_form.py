@@ -929,3 +929,27 @@ def test_the_new_forms_need_a_reply_to_be_about(text: str) -> None:
 )
 def test_a_word_limit_and_a_way_of_being_with_me_promote(text: str) -> None:
     assert _classify(text) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "For future reference, I'm hard of hearing, so please don't recommend podcasts.",
+        "Use analogies when you explain things to me, whatever the topic.",
+    ],
+)
+def test_for_future_reference_stands_and_analogies_are_a_style(text: str) -> None:
+    decision, _ = _classify(text)
+    assert decision == "promote"
+
+
+def test_the_principals_own_words_said_again_are_theirs() -> None:
+    """'I've said it before: ...' is no lead-in to someone else's words; 'My boss said:' is."""
+    from retold._activation_rules import find_supporting_claim, own_words
+
+    turn = "Ugh, too long again. I've said it before: short answers, always."
+    assert own_words(turn) == turn
+    assert own_words("My boss said: always answer in German.") == "My boss said:"
+    match = find_supporting_claim("I've said it before: short answers, always.", turn)
+    assert match is not None
+    assert _classify(match.sentence) == ("promote", "answer_style")
