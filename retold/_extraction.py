@@ -395,9 +395,6 @@ _QUESTION_START = re.compile(
     r"^\s*(what|when|where|who|whom|which|why|how|can|could|would|should|do|does|did|is|are|am|will|shall)\b",
     re.I,
 )
-# "When you list steps, number them" / "When I was a kid, I lived in Lima": a sentence that
-# opens with a subordinate clause ended by a comma and goes on is a statement or an
-# instruction, not a question, even though its first word is a question word.
 # "Which is why I want you to ...", "What I'd like is ...": a relative or cleft opener, not
 # a question.
 _NOT_A_QUESTION = re.compile(
@@ -406,6 +403,9 @@ _NOT_A_QUESTION = re.compile(
     r"(?![^?]*\?\s*$)",
     re.I,
 )
+# "When you list steps, number them" / "When I was a kid, I lived in Lima": a sentence that
+# opens with a subordinate clause ended by a comma and goes on is a statement or an
+# instruction, not a question, even though its first word is a question word.
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
