@@ -21,7 +21,16 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from ._lexicon import ACCESSIBILITY, CONCESSIONS, FOREIGN_ALWAYS, FOREIGN_IMPERATIVES
+from ._lexicon import (
+    ACCESSIBILITY,
+    CONCESSIONS,
+    FOREIGN_ALWAYS,
+    FOREIGN_ANSWER_THEM,
+    FOREIGN_I,
+    FOREIGN_IMPERATIVES,
+    FOREIGN_REPORTING,
+    FOREIGN_SOMEONES_DEVICE,
+)
 from ._records import (
     Principal,
     Record,
@@ -203,7 +212,8 @@ _ADDRESSED_TO_OTHERS = re.compile(
     rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
     # or a person named before: "my grandmother will ask you things too: always answer her"
     r"\b(?:answer|reply to|respond to|write to|talk to|speak to|tell|explain (?:it )?to)\s+"
-    r"(?:him|her)\b"
+    r"(?:him|her)\b|"
+    rf"{FOREIGN_ANSWER_THEM}"
 )
 
 # A reply to someone named: "always reply in Spanish to Maria" (the name ends the clause or
@@ -242,7 +252,11 @@ _REQUEST_QUESTION = re.compile(
     r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well|anyway|anyhow|"
     r"right|alright|listen|look|yeah|plus|now|besides|by the way|one more thing|last thing|"
     r"quick (?:question|request|one))\W+)*"
-    r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we)\b"
+    r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we|"
+    # the same in the languages the rules read: "¿puedes ...?", "mi rispondi ...?"
+    r"puedes|podrías|podrias|pode|podes|poderia|peux-tu|pourrais-tu|pouvez-vous|"
+    r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"
+    r"mi rispondi|kun je|zou je|kunt u|możesz|mógłbyś|mogłabyś)(?!\w)"
 )
 _STANDING = re.compile(
     r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
@@ -250,6 +264,7 @@ _STANDING = re.compile(
     r"in all (?:your )?(?:answers|replies|responses)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
+    rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
     r"\b(?:keep|stick|stay|talk|speak|use|write|be)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
@@ -260,9 +275,11 @@ _REPORTING_VERBS = (
     "suggested|insists|insisted|advises|advised|heard|mentioned|mentions|claims|claimed|noted|"
     "reckons|reckoned|believes|believed|feels|felt|explained|explains|warned|warns|swears|swore"
 )
-_REPORTED = re.compile(rf"\b([^\W_]+(?:'[^\W_]+)?)\s+(?:{_REPORTING_VERBS})\b")
+_REPORTED = re.compile(
+    rf"\b([^\W_]+(?:'[^\W_]+)?)\s+(?:{_REPORTING_VERBS}|{FOREIGN_REPORTING})(?!\w)"
+)
 # The principal reporting their own words ("I've said it before: short answers, always").
-_FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll"})
+_FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll", *FOREIGN_I.split("|")})
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
 _HEARSAY = re.compile(
@@ -755,6 +772,7 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
     r"\b(?:on|using) (?:his|her|their) (?:account|profile|login|tablet|phone|laptop|computer|"
     r"device|ipad)\b|"
+    rf"{FOREIGN_SOMEONES_DEVICE}|"
     # the typist borrowed it: "Borrowing my friend's phone for a sec."
     r"\bborrow(?:ing|ed)? (?:my |the |his |her |their )?[^\W\d_]+(?:'s|s') (?:account|profile|"
     r"login|tablet|phone|laptop|computer|device|ipad)\b|"

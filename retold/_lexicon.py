@@ -140,3 +140,40 @@ CONCESSIONS = (
     "nawet (?:gdy|jeśli|jesli|kiedy)|حتى لو|حتى لما|даже если|даже когда|навіть якщо|"
     "भले ही"
 )
+
+
+#: Someone else's wish passed on, in the languages the rules read (Spanish, Portuguese,
+#: French, German, Italian, Dutch, Polish): third-person forms of "says", "wants",
+#: "asks", "writes", "thinks" and their past (the subject decides whose wish it is).
+FOREIGN_REPORTING = (
+    "dice|dijo|quiere|quería|prefiere|pide|pidió|escribe|escribió|cree|"
+    "diz|disse|quer|queria|prefere|pede|pediu|escreve|escreveu|acha|"
+    "dit|veut|voulait|préfère|demande|écrit|pense|"
+    "sagt|sagte|meint|meinte|möchte|findet|schreibt|schrieb|"
+    "vuole|voleva|preferisce|chiede|scrive|pensa|"
+    "zegt|zei|wil|wilde|vindt|vraagt|vroeg|schrijft|schreef|"
+    "mówi|powiedział|powiedziała|chce|chciał|chciała|prosi|pisze|napisał|napisała|uważa"
+)
+#: The first person singular subject in those languages ("ich will", "ik wil", "yo quiero").
+FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja"
+#: Someone else's device, in those languages: "il telefono di Lucia", "sto usando il suo
+#: telefono", "el móvil de mi hermana", "auf dem Handy von Tom", "son téléphone".
+FOREIGN_SOMEONES_DEVICE = (
+    r"\b(?:tel[eé]fono|telefone|telem[oó]vel|celular|m[oó]vil|portable|t[eé]l[eé]phone|handy|"
+    r"telefoon|telefon|tablet|laptop|ordenador|computador|ordinateur|pc|cuenta|conta|compte|"
+    r"konto|account)\s+(?:di|de|da|do|von|van|d')\s*\w|"
+    r"\b(?:il suo|la sua|su|seu|sua|son|sa|sein(?:em)?|ihr(?:em)?|zijn|haar|jego|jej)\s+"
+    r"(?:tel[eé]fono|telefone|telem[oó]vel|celular|m[oó]vil|portable|t[eé]l[eé]phone|handy|"
+    r"telefoon|telefon|tablet|laptop|ordenador|computador|ordinateur|pc|account|konto|cuenta|"
+    r"conta|compte)\b"
+)
+#: Replies addressed to someone else, in those languages: "respóndele", "antworte ihr",
+#: "rispondile", "réponds-lui", "antwoord haar", "jej odpowiadaj".
+FOREIGN_ANSWER_THEM = (
+    r"\b(?:resp[oó]nde(?:le|les)|cont[eé]sta(?:le|les)|rispondi(?:le|gli)|r[eé]ponds-(?:lui|leur)|"
+    r"responde-(?:lhe|lhes)|responda-(?:lhe|lhes))\b|"
+    r"\b(?:antworte|antwortet|antwoord|odpowiadaj|odpowiedz|odpisuj)\s+(?:ihr|ihm|ihnen|haar|hem|"
+    r"hun|jej|jemu|im)\b|"
+    r"\b(?:ihr|ihm|ihnen|haar|hem|hun|jej|jemu|im)\s+(?:antworte|antworten|antwoord|odpowiadaj|"
+    r"odpowiedz|odpisuj)\b"
+)

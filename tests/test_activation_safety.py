@@ -1365,3 +1365,29 @@ def test_a_quiz_a_practice_a_borrowed_phone_and_a_real_condition_are_not_promote
     rid = extract(store, scope, text.rstrip("."))
     out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
     assert out.decision != "promote", out
+
+
+@pytest.mark.parametrize(
+    ("text", "promoted"),
+    [
+        # the principal's own wish, in their language, with "I" as the subject
+        ("Ich möchte, dass du immer auf Deutsch antwortest.", True),
+        ("Ik wil dat je altijd in het Nederlands antwoordt.", True),
+        # a request question in another language
+        ("Mi rispondi sempre in italiano, per favore?", True),
+        ("¿Puedes responderme siempre en español?", True),
+        # someone else's wish passed on, replies for someone else, someone else's phone
+        ("Mein Sohn sagt, du sollst immer auf Englisch antworten.", False),
+        ("Mi jefe quiere que siempre respondas en inglés.", False),
+        ("Moja babcia będzie czasem pisać: jej odpowiadaj zawsze po polsku.", False),
+        ("Sto usando il suo telefono. Rispondi sempre in tedesco da ora in poi.", False),
+    ],
+)
+def test_reported_wishes_replies_for_others_and_request_questions_in_other_languages(
+    store: SQLiteStore, text: str, promoted: bool
+) -> None:
+    scope = Principal(tenant="acme", principal="other-languages")
+    say(store, scope, text)
+    rid = extract(store, scope, text)
+    out = ActivationPolicy(store, OfflineActivationClassifier()).evaluate_sync(scope, rid)
+    assert (out.decision == "promote") is promoted, out
