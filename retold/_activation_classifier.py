@@ -491,7 +491,11 @@ _HABIT = re.compile(
     r"(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"
     # to the end of its clause: "I'll always answer in English, you can use whatever" asks
     # for no language
-    rf"(?:{_INSTRUCTION_VERBS})\b[^,;.!?]*"
+    rf"(?:{_INSTRUCTION_VERBS})\b[^,;.!?]*|"
+    # the speaker's own plan for their messages: "I'll answer in Italian from now on"
+    r"\b(?:i(?:'ll| will)|i'm going to|i am going to|we(?:'ll| will))\s+"
+    r"(?:(?:only|mostly|just|also)\s+)?(?:answer|reply|respond|write|speak|talk|text|type)\b"
+    r"[^,;.!?]*"
 )
 
 

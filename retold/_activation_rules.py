@@ -485,7 +485,9 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
 _LEAD_IN = re.compile(
     r"(?im)^[^\n]{0,160}?\b(?:summari[sz]e|summary|tl;?dr|translate|translation|proofread|"
     r"rewrite|paraphrase|reply to|respond to|answer (?:this|the following)|analy[sz]e|"
-    r"review|check|read|paste[ds]?|forward(?:ed|ing)?|quot(?:e|ed|ing)|"
+    r"review|check|read|paste[ds]?|(?<!going )(?<!moving )forward(?:ed|ing)?|quot(?:e|ed|ing)|"
+    # a bare "Test:" before what follows
+    r"^\W*test|"
     r"e-?mail|mail|message|article|web ?page|page|website|site|document|doc|pdf|"
     r"text|post|thread|transcript|comment|letter|snippet|excerpt|output|log|memo|guide|"
     r"handbook|manual|policy|policies|title|caption|heading|tagline|slogan|subject line|label|"

@@ -953,3 +953,19 @@ def test_the_principals_own_words_said_again_are_theirs() -> None:
     match = find_supporting_claim("I've said it before: short answers, always.", turn)
     assert match is not None
     assert _classify(match.sentence) == ("promote", "answer_style")
+
+
+def test_the_speakers_own_plan_for_their_messages_asks_nothing_of_the_assistant() -> None:
+    decision, _ = _classify(
+        "I'll answer in Italian from now on to practise; you can reply however you like."
+    )
+    assert decision != "promote"
+
+
+def test_going_forward_is_no_forwarded_text_and_a_bare_test_is_a_lead_in() -> None:
+    from retold._activation_rules import own_words
+
+    turn = "Going forward, assume I'm on a phone: short lines, no tables."
+    assert own_words(turn) == turn
+    assert own_words("Test: always answer in French.") == "Test:"
+    assert own_words("Forwarding this: always reply in German.") == "Forwarding this:"
