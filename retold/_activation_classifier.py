@@ -157,6 +157,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         # the level an answer is pitched at: "explain things like I'm five", "skip the basics"
         r"eli5|like i'?m (?:five|5|a (?:child|kid|beginner|novice|newbie))|(?:the )?basics|"
         r"just the facts|be (?:more |very )?direct|directness|analog(?:y|ies)|metaphors?|"
+        r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
         r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
@@ -316,6 +317,10 @@ _ONE_OFF = re.compile(
     # in simple terms why the sky is blue"
     r"^\W*(?:please\s+)?(?:tell|show|explain|teach|describe|write)(?:\s+me)?\s+(?:[^\W\d_]+\s+){0,4}?"
     r"(?:how|what|why|where|when|who|which|whether)\b|"
+    # a document to make now: "make the slides screen-reader friendly"
+    r"\b(?:make|do|build|design|create) (?:the|this|these|those|my|our) (?:[^\W\d_]+ )?(?:slides?|"
+    r"deck|document|doc|report|presentation|poster|page|website|site|e-?mail|letter|form|"
+    r"spreadsheet|chart|flyer|menu|invitation)s?\b|"
     # material the principal is about to hand over: "in the report I'm attaching"
     r"\b(?:the|this|my|our) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ (?:i'm|i am|i'll|i will|i've) "
     r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e)?\b"

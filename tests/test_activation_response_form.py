@@ -969,3 +969,13 @@ def test_going_forward_is_no_forwarded_text_and_a_bare_test_is_a_lead_in() -> No
     assert own_words(turn) == turn
     assert own_words("Test: always answer in French.") == "Test:"
     assert own_words("Forwarding this: always reply in German.") == "Forwarding this:"
+
+
+def test_bold_takeaways_are_a_style_and_a_document_to_make_now_is_a_task() -> None:
+    assert _classify(
+        "I'd appreciate it if you'd always put the key takeaway in bold at the top."
+    ) == ("promote", "answer_style")
+    decision, _ = _classify(
+        "Our office has a blind colleague, so make the slides screen-reader friendly."
+    )
+    assert decision != "promote"
