@@ -127,7 +127,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": _NEED,
     "response_language": re.compile(
         rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE})\b|"
-        rf"\b(?:{LANGUAGE})\s+only\b|{_LANGUAGE_WANTED}|"
+        rf"\b(?:{LANGUAGE})\s+only\b|\b(?:{LANGUAGE}),?\s+(?:please|pls|plz)\b|{_LANGUAGE_WANTED}|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE})\b(?!\s+\w+ing\b)|"
         rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
         rf"(?:{LANGUAGE})\b|"
@@ -421,7 +421,7 @@ _PREFERENCE_FORM = re.compile(
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists|"
-    r"instructions|examples|summar(?:y|ies)|headings|tables|units|"
+    r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
     rf"{_LANGUAGE_WANTED}"
 )
@@ -506,6 +506,8 @@ _HABIT = re.compile(
 
 # A request with no verb, only what is asked for and that it stands: "Spanish from now on!",
 # "metric always.", "shorter answers going forward."
+# An order with no verb: "tl;dr first, then details", "code first, then the explanation".
+_VERBLESS_ORDER = re.compile(r"^\W*(?:[^\s,.!?]+\s+){0,2}?[^\s,.!?]+\s+first,?\s+then\b")
 _VERBLESS_STANDING = re.compile(
     r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
     r"by default|always|every time)\W*$"
@@ -521,6 +523,8 @@ def _explicit_instruction(claim: str) -> bool:
         return True
     # also after a lead-in: "I've said it before: short answers, always."
     if _VERBLESS_STANDING.search(claim) or _VERBLESS_STANDING.search(claim.rpartition(":")[2]):
+        return True
+    if _VERBLESS_ORDER.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True

@@ -253,6 +253,7 @@ _REQUEST_QUESTION = re.compile(
     r"right|alright|listen|look|yeah|plus|now|besides|by the way|one more thing|last thing|"
     r"quick (?:question|request|one))\W+)*"
     r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we|"
+    r"(?:would|will) it be possible to|is it possible to|(?:can|could|may) i ask you to|"
     # the same in the languages the rules read: "¿puedes ...?", "mi rispondi ...?"
     r"puedes|podrías|podrias|pode|podes|poderia|peux-tu|pourrais-tu|pouvez-vous|"
     r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"

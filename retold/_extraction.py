@@ -471,6 +471,9 @@ def _too_short(sentence: str) -> bool:
 _ENDORSES_PREVIOUS = re.compile(
     r"^\W*(?:that's|that is|this is|it's|it is) (?:how|what|the way) i (?:like|prefer|want|need)"
     r"(?: it| them| things)?\W*$|"
+    # or says it is how the principal's mind works: "that's how my brain works"
+    r"^\W*(?:that's|that is|it's|it is) (?:how|the way) (?:i|my brain|my mind|my head) "
+    r"(?:works?|thinks?|learns?|reads?|process(?:es)?)\W*$|"
     r"^\W*i (?:like|prefer|want|need) (?:it|them|things) that way\W*$|"
     r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$|"
     # or only says that it stands: "Short answers. Always."

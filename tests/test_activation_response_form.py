@@ -979,3 +979,21 @@ def test_bold_takeaways_are_a_style_and_a_document_to_make_now_is_a_task() -> No
         "Our office has a blind colleague, so make the slides screen-reader friendly."
     )
     assert decision != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Small thing, but I really prefer metric.", "answer_style"),
+        ("From here on out: Spanish, please.", "response_language"),
+        ("tl;dr first, then details. that's how my brain works", "answer_style"),
+        (
+            "Would it be possible to keep responses under five sentences from now on?",
+            "answer_style",
+        ),
+    ],
+)
+def test_verbless_orders_a_language_please_and_a_possible_request_promote(
+    text: str, category: str
+) -> None:
+    assert _classify(text) == ("promote", category)
