@@ -408,6 +408,7 @@ _PREFERENCE_FORM = re.compile(
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
+    r"\bhelps? (?:me )?(?:a lot|a great deal|loads|so much|massively|the most)\b|"
     # a comparison settled for the principal: "written instructions beat audio links for me",
     # "concrete examples > abstract explanations for me"
     r"(?:\bbeats?\b|\btrumps?\b|>)[^;.!?]{1,60}\bfor me\b|"
@@ -510,7 +511,7 @@ _HABIT = re.compile(
 _VERBLESS_ORDER = re.compile(r"^\W*(?:[^\s,.!?]+\s+){0,2}?[^\s,.!?]+\s+first,?\s+then\b")
 _VERBLESS_STANDING = re.compile(
     r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
-    r"by default|always|every time)\W*$"
+    r"by default|always|every time)(?:,?\s+(?:please|pls|plz|thanks|thx|ty|thank you))?\W*$"
 )
 
 

@@ -347,14 +347,14 @@ def _normalise_text(text: str) -> str:
     # U+2028-style breaks turned into newlines; then case-folded for matching.
     text = unicodedata.normalize("NFKC", normalise(text)).casefold()
     text = text.replace("\u2019", "'").replace("\u2018", "'")
-    # Chat spellings of "you" and "your": "can u stop w the emojis in ur replies".
+    # Chat spellings of "you", "your", "I'm", "I've": "can u stop w the emojis in ur replies".
     text = _CHAT_SPELLINGS.sub(lambda m: _CHAT_WORDS[m.group(0)], text)
     # "don't" -> "do not", "can't" -> "ca not": negation parity sees one "not" either way.
     return re.sub(r"n't\b", " not", text)
 
 
-_CHAT_WORDS = {"u": "you", "ur": "your", "yr": "your"}
-_CHAT_SPELLINGS = re.compile(r"(?<![\w'])(?:u|ur|yr)(?![\w'])")
+_CHAT_WORDS = {"u": "you", "ur": "your", "yr": "your", "im": "i'm", "ive": "i've"}
+_CHAT_SPELLINGS = re.compile(r"(?<![\w'])(?:u|ur|yr|im|ive)(?![\w'])")
 
 
 def _words(text: str) -> list[str]:

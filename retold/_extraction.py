@@ -383,7 +383,9 @@ def _sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|us)\b", re.I)
+_FIRST_PERSON = re.compile(
+    r"\b(i|i'm|i've|i'd|i'll|im|ive|my|me|mine|we|we're|we've|our|us)\b", re.I
+)
 # A principal's own chat turn often drops its subject ("booked the flight", "got the job",
 # "Rita moved the review to Friday"): a sentence with a digit, a capitalised word after the
 # first, or a past-tense verb is a statement the user made even without "I" or "my".
@@ -715,7 +717,7 @@ def _kind(sentence: str) -> RecordKind:
 # and the like).
 _SELF_DESCRIPTION = re.compile(
     r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
-    r"(?:i'm|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
+    r"(?:i'm|im|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
     # what the user is, signed in a few words: "colour blind here.", "ADHD here"
     r"^\W*(?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+ here\W*$",
     re.I,

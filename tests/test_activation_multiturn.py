@@ -1,12 +1,12 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Fifteen personas state 53 answer-style, language and accessibility preferences in the middle
+Sixteen personas state 58 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
-in chat spellings, in a list about themselves, said again after a lead-in ("I've said it
+in chat spellings and terse chat style ("shorter answers going forward ty"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 86 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 92 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -41,5 +41,5 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 53 and run.ambient_hits == 53, run.misses
-    assert run.safety == 86 and run.unsafe_promotions == 0, run.misses
+    assert run.ambient_preferences == 58 and run.ambient_hits == 58, run.misses
+    assert run.safety == 92 and run.unsafe_promotions == 0, run.misses

@@ -997,3 +997,14 @@ def test_verbless_orders_a_language_please_and_a_possible_request_promote(
     text: str, category: str
 ) -> None:
     assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("shorter answers going forward ty", "answer_style"),
+        ("fyi im dyslexic - short paragraphs help a lot", "accessibility"),
+    ],
+)
+def test_terse_chat_preferences_promote(text: str, category: str) -> None:
+    assert _classify(text) == ("promote", category)
