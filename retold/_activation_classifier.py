@@ -522,10 +522,9 @@ def _explicit_instruction(claim: str) -> bool:
     claim = _HABIT.sub(" ", claim)
     if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or PLEASE.search(claim):
         return True
-    # also after a lead-in: "I've said it before: short answers, always."
-    if _VERBLESS_STANDING.search(claim) or _VERBLESS_STANDING.search(claim.rpartition(":")[2]):
-        return True
-    if _VERBLESS_ORDER.search(claim):
+    # after a lead-in too ("I've said it before: short answers, always."): the pattern allows
+    # no colon, so the part after the last one is the only part that can match
+    if _VERBLESS_STANDING.search(claim.rpartition(":")[2]) or _VERBLESS_ORDER.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True

@@ -763,6 +763,8 @@ _DISOWNED = re.compile(
 )
 
 
+# Whose device or account a turn is typed on.
+_DEVICES = r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)"
 # The turn says someone else is typing or speaking: "This is Sam's wife on his account",
 # "Sam's mum here", "I'm his assistant", "my cat walked on the keyboard".
 _SOMEONE_ELSE_TYPING = re.compile(
@@ -772,13 +774,11 @@ _SOMEONE_ELSE_TYPING = re.compile(
     rf"\b[^\W\d_]+'s\s+{_RELATIONS}\s+here\b|"
     # someone else's account or device: "this is the kids' account", "it's Sam's tablet"
     r"\b(?:this is|it's|it is|on|using)\s+(?:(?:the|his|her|their)\s+)?[^\W\d_]+(?:'s|s')\s+"
-    r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)\b|"
-    r"\b(?:on|using) (?:his|her|their) (?:account|profile|login|tablet|phone|laptop|computer|"
-    r"device|ipad)\b|"
+    rf"{_DEVICES}\b|"
+    rf"\b(?:on|using) (?:his|her|their) {_DEVICES}\b|"
     rf"{FOREIGN_SOMEONES_DEVICE}|"
     # the typist borrowed it: "Borrowing my friend's phone for a sec."
-    r"\bborrow(?:ing|ed)? (?:my |the |his |her |their )?[^\W\d_]+(?:'s|s') (?:account|profile|"
-    r"login|tablet|phone|laptop|computer|device|ipad)\b|"
+    rf"\bborrow(?:ing|ed)? (?:my |the |his |her |their )?[^\W\d_]+(?:'s|s') {_DEVICES}\b|"
     # someone else holding the device: "my toddler grabbed the phone"
     r"\bmy [^\W\d_]+ (?:grabbed|took|has|had|stole|snatched|got hold of|is using|was using) "
     r"(?:my|the) (?:phone|keyboard|laptop|tablet|computer|ipad|account)\b|"

@@ -158,14 +158,15 @@ FOREIGN_REPORTING = (
 FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja"
 #: Someone else's device, in those languages: "il telefono di Lucia", "sto usando il suo
 #: telefono", "el móvil de mi hermana", "auf dem Handy von Tom", "son téléphone".
-FOREIGN_SOMEONES_DEVICE = (
-    r"\b(?:tel[eé]fono|telefone|telem[oó]vel|celular|m[oó]vil|portable|t[eé]l[eé]phone|handy|"
-    r"telefoon|telefon|tablet|laptop|ordenador|computador|ordinateur|pc|cuenta|conta|compte|"
-    r"konto|account)\s+(?:di|de|da|do|von|van|d')\s*\w|"
-    r"\b(?:il suo|la sua|su|seu|sua|son|sa|sein(?:em)?|ihr(?:em)?|zijn|haar|jego|jej)\s+"
+_FOREIGN_DEVICES = (
     r"(?:tel[eé]fono|telefone|telem[oó]vel|celular|m[oó]vil|portable|t[eé]l[eé]phone|handy|"
-    r"telefoon|telefon|tablet|laptop|ordenador|computador|ordinateur|pc|account|konto|cuenta|"
-    r"conta|compte)\b"
+    r"telefoon|telefon|tablet|laptop|ordenador|computador|ordinateur|pc|cuenta|conta|compte|"
+    r"konto|account)"
+)
+FOREIGN_SOMEONES_DEVICE = (
+    rf"\b{_FOREIGN_DEVICES}\s+(?:di|de|da|do|von|van|d')\s*\w|"
+    r"\b(?:il suo|la sua|su|seu|sua|son|sa|sein(?:em)?|ihr(?:em)?|zijn|haar|jego|jej)\s+"
+    rf"{_FOREIGN_DEVICES}\b"
 )
 #: Replies addressed to someone else, in those languages: "respóndele", "antworte ihr",
 #: "rispondile", "réponds-lui", "antwoord haar", "jej odpowiadaj".
