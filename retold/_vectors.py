@@ -229,15 +229,16 @@ class _IndexState:
 
 @dataclass(frozen=True)
 class _Block:
-    """One cell's vectors as read: ids in key order, int8 codes (n x dims), row scales."""
+    """One cell's vectors as read: ids in key order (a numpy str array, so a search orders
+    its ties without a Python object per vector), int8 codes (n x dims), row scales."""
 
-    ids: list[str]
+    ids: Any
     codes: Any
     scales: Any
 
     @property
     def nbytes(self) -> int:
-        return int(self.codes.nbytes + self.scales.nbytes) + 64 * len(self.ids)
+        return int(self.codes.nbytes + self.scales.nbytes + self.ids.nbytes)
 
 
 class _StoreCache:
@@ -552,7 +553,7 @@ def _block(ids: Sequence[str], blobs: Sequence[bytes], dims: int) -> _Block | No
         return None
     raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(ids), 4 + dims)
     return _Block(
-        ids=[ids[i] for i in order],
+        ids=np.array([ids[i] for i in order], dtype=str),
         codes=np.ascontiguousarray(raw[:, 4:]).view(np.int8),
         scales=raw[:, :4].copy().view(np.float32).ravel(),
     )
@@ -597,16 +598,16 @@ def _written_blocks(
         old = cache.get((*key, cell), version)
         if old is None:
             continue
-        kept = [i for i, rid in enumerate(old.ids) if rid not in replaced]
+        kept = np.isin(old.ids, sorted(replaced), invert=True)
         new = sorted(rid for rid, (c, _) in stored.items() if cell is None or c == cell)
         fresh = _block(new, [stored[rid][1] for rid in new], dims)
         if fresh is None or old.codes.shape[1] != dims:
             continue
-        ids = [old.ids[i] for i in kept] + fresh.ids
-        order = sorted(range(len(ids)), key=ids.__getitem__)
+        ids = np.concatenate([old.ids[kept], fresh.ids])
+        order = np.argsort(ids, kind="stable")
         codes = np.concatenate([old.codes[kept], fresh.codes])[order]
         scales = np.concatenate([old.scales[kept], fresh.scales])[order]
-        block = _Block(ids=[ids[i] for i in order], codes=codes, scales=scales)
+        block = _Block(ids=ids[order], codes=codes, scales=scales)
         out.append((cell, generation + 1, block))
     return out
 
@@ -865,7 +866,7 @@ def dense_search(
     blocks = _blocks(store, scope, model, wanted, len(q))
     if blocks is None:
         return []  # vectors of another width: not comparable
-    blocks = [b for b in blocks if b.ids]
+    blocks = [b for b in blocks if len(b.ids)]
     if not blocks:
         return []
     # einsum, not ``@``: a matrix-vector product this small is slower through a
@@ -882,13 +883,9 @@ def dense_search(
     part = np.argpartition(-sims, top - 1)[:top] if top < n else np.arange(n)
     cut = float(sims[part].min())
     keep = np.nonzero(sims >= cut)[0]
-    # Only the kept rows' ids are looked up: (block, offset) from the blocks' start rows.
-    starts = np.cumsum([0] + [len(b.ids) for b in blocks])
-    which = np.searchsorted(starts, keep, side="right") - 1
-    scores = sims[keep].tolist()
-    ids = [
-        blocks[b].ids[i]
-        for b, i in zip(which.tolist(), (keep - starts[which]).tolist(), strict=True)
-    ]
-    ranked = sorted(range(len(ids)), key=lambda j: (-scores[j], ids[j]))[:limit]
-    return [(ids[j], scores[j]) for j in ranked]
+    # Exact order among the kept, ties by id, in numpy: a degenerate query (every vector
+    # equally far) ties thousands of rows at the cut.
+    ids = np.concatenate([b.ids for b in blocks])[keep]
+    scores = sims[keep]
+    ranked = np.lexsort((ids, -scores))[:limit]
+    return list(zip(ids[ranked].tolist(), scores[ranked].tolist(), strict=True))

@@ -182,7 +182,7 @@ def test_blocks_kept_by_writes_equal_what_a_read_gives(
             continue  # stale: never used, dropped when this process next reads the state
         checked += 1
         read = vectors._blocks(cold, SCOPE, model, [(cell, now)], len(vecs[0]))
-        assert read is not None and read[0].ids == block.ids
+        assert read is not None and read[0].ids.tolist() == block.ids.tolist()
         assert read[0].codes.tobytes() == block.codes.tobytes()
         assert read[0].scales.tobytes() == block.scales.tobytes()
     assert checked
@@ -191,3 +191,19 @@ def test_blocks_kept_by_writes_equal_what_a_read_gives(
         raise RuntimeError("rolled back")
     got = dense_search(store, SCOPE, "m1", clustered(n)[7], 40, probe=64)
     assert dense_search(cold, SCOPE, "m1", clustered(n)[7], 40, probe=64) == got
+
+
+def test_dense_search_orders_a_wide_tie_by_id(tmp_path: Path) -> None:
+    """A query every vector is equally far from ties them all at the cut: the top
+    ``limit`` are the smallest ids, in id order, whatever order they were written in
+    (batches written after a search extend the cached block, as a live store does)."""
+    store = SQLiteStore(tmp_path / "tie.db")
+    ids = [store.add(SCOPE, RecordDraft(text=f"note {i}")).id for i in range(60)]
+    shuffled = random.Random(5).sample(ids, len(ids))
+    query = [0.0, 1.0, 0.0, 0.0]
+    for at in range(0, len(shuffled), 10):
+        batch = shuffled[at : at + 10]
+        write_vectors(store, SCOPE, "m1", batch, [[1.0, 0.0, 0.0, 0.0]] * len(batch))
+        got = dense_search(store, SCOPE, "m1", query, 5)
+        assert [rid for rid, _ in got] == sorted(shuffled[: at + 10])[:5]
+    assert {score for _, score in got} == {0.0}
