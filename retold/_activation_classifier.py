@@ -211,6 +211,11 @@ _NOT_PHRASAL = "".join(
         "going run runs ran running come comes came chase chased chasing"
     ).split()
 )
+# What the principal asks or is answered: "for all my questions" is every reply, no trigger.
+_ASKING = (
+    r"(?:questions?|requests?|queries|chats?|conversations?|messages?|prompts?|answers?|"
+    r"repl(?:y|ies)|responses?|topics?|subjects?|things?|stuff)"
+)
 _TRIGGER = re.compile(
     r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
     r"(?:this|next) (?:week|month|time|chat|conversation|session|semester|term|year|quarter|"
@@ -230,6 +235,10 @@ _TRIGGER = re.compile(
     r"(?:on|in|over|via|to) (?:(?:my|our|the|his|her|their) )?(?:slack|teams|whatsapp|e-?mails?|"
     r"texts?|sms|zoom|discord|"
     r"telegram|signal|linkedin|the phone)|"
+    # a class of the principal's own things: "for all my emails", "for every essay of mine"
+    # (not what they ask: "for all my questions" is every reply)
+    rf"for (?:all|every|each|any) (?:of )?(?:my|our) (?!{_ASKING}\b)[^\W\d_]+|"
+    rf"for (?:every|each|any) (?!{_ASKING}\b)[^\W\d_]+(?: [^\W\d_]+)? of (?:mine|ours)\b|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
     r"example|instance|sure|real|what it's worth|reference|future reference|the future|"
     r"later reference)\b|"

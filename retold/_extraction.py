@@ -593,6 +593,14 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(allergic|allergy)\b", re.I), "allergy"),
     (re.compile(r"\b(vegan|vegetarian|pescatarian|gluten|keto|halal|kosher)\b", re.I), "diet"),
     (re.compile(r"\bmy budget\b|\bbudget (?:is|of)\b", re.I), "budget"),
+    # Before the answer-style slugs: "I use a screen reader, so no tables" states the need.
+    (
+        re.compile(
+            r"\b(screen reader|blind|dyslexi\w*|colou?r[ -]?blind|large text|hard of hearing)\b",
+            re.I,
+        ),
+        "accessibility",
+    ),
     (
         re.compile(
             r"\b(concise|concisely|short answers|brief|briefly|succinct|terse|verbose|"
@@ -621,13 +629,6 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
         "response_language",
     ),
     (_LANGUAGE_REQUEST, "response_language"),
-    (
-        re.compile(
-            r"\b(screen reader|blind|dyslexi\w*|color ?blind|colour ?blind|large text|hard of hearing)\b",
-            re.I,
-        ),
-        "accessibility",
-    ),
 )
 # Attributes that describe the principal's current state: a new statement replaces the old.
 _STATE_KINDS = {
@@ -679,6 +680,31 @@ def _subject(clause: str) -> str | None:
     return (m.group(1) or m.group(2)).lower()
 
 
+# Slugs whose statements add up rather than replace each other: a second access need
+# ("dyslexic", later "hard of hearing") or a second format ("numbered lists", later "no
+# tables") does not undo the first. Their key names the item too (``accessibility/
+# dyslexia``), so only a restatement of the same item supersedes.
+_ITEMISED = {"accessibility", "answer_style.format"}
+# Words that name one item: bullets and numbered lists are two styles of the same list.
+_ITEM_OF = {"bullet": "lists", "numbered": "lists", "table": "tables", "header": "headings"}
+
+
+def _item(words: str) -> str:
+    """The item an :data:`_ITEMISED` slug's matched ``words`` name, as a key part."""
+    words = re.sub(r"^colou?r[ -]?", "colour_", words.lower())
+    for start, item in _ITEM_OF.items():
+        if words.startswith(start):
+            return item
+    if words.startswith("dyslexi"):
+        return "dyslexia"
+    return words.replace(" ", "_")
+
+
+def _slug(attribute: str | None) -> str:
+    """The attribute's slug without its subject or item (``wife:allergy`` -> ``allergy``)."""
+    return (attribute or "").rpartition(":")[2].partition("/")[0]
+
+
 def _attribute(sentence: str, preference_like: bool = True) -> str | None:
     """The record's structural key ``[subject:]attribute``: an update supersedes only the
     record with the same key, so "my son is allergic to X" never replaces "I'm allergic to
@@ -691,6 +717,8 @@ def _attribute(sentence: str, preference_like: bool = True) -> str | None:
         m = pattern.search(sentence)
         if m:
             subject = _subject(sentence[: m.start()])
+            if slug in _ITEMISED:
+                slug = f"{slug}/{_item(m.group(1))}"
             return f"{subject}:{slug}" if subject else slug
     m = _MY_NOUN.search(sentence)
     if m and m.group(1).lower() not in _STOP_NOUNS:
@@ -796,7 +824,7 @@ class OfflineExtractor:
                 hypothetical = _is_hypothetical(sentence)
                 preference_like = instruction or withdrawal
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
-                kind = _STATE_KINDS.get((attribute or "").rpartition(":")[2], _kind(sentence))
+                kind = _STATE_KINDS.get(_slug(attribute), _kind(sentence))
                 if (
                     request
                     or withdrawal

@@ -1,12 +1,14 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Sixteen personas state 58 answer-style, language and accessibility preferences in the middle
+Seventeen personas state 64 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
-in chat spellings and terse chat style ("shorter answers going forward ty"), in a list about themselves, said again after a lead-in ("I've said it
+in chat spellings and terse chat style ("shorter answers going forward ty"), as the
+answer to the assistant's question, beside an access need that names another format ("I
+use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 92 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 102 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -15,7 +17,8 @@ written, a rule for one topic or for the next couple of hours, and the same in S
 German, Portuguese, Italian, French, Dutch and Polish (a son's or boss's wish, replies for
 a grandmother, a friend on the principal's phone); a bot's persona, a brainstorm, meeting
 notes, another voice assistant, the speaker's own plan to write in Italian, a bare "Test:",
-and access needs that are someone else's or for one document.
+access needs that are someone else's or for one document, and a rule for a class of the
+principal's own writing ("For all my emails to the landlord, keep the tone polite").
 
 Written for development, never taken from the test split. Run through the real pipeline
 of the ``offline-reference`` bundle and of the ``local`` one (whose classifier also places
@@ -41,5 +44,5 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 58 and run.ambient_hits == 58, run.misses
-    assert run.safety == 92 and run.unsafe_promotions == 0, run.misses
+    assert run.ambient_preferences == 64 and run.ambient_hits == 64, run.misses
+    assert run.safety == 102 and run.unsafe_promotions == 0, run.misses

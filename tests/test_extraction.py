@@ -120,10 +120,38 @@ async def test_two_different_style_preferences_both_survive(
     assert result.superseded == ()
     live = store.list_records(SCOPE)
     assert sorted(r.attribute or "" for r in live) == [
-        "answer_style.format",
+        "answer_style.format/lists",
         "answer_style.length",
     ]
     assert all(r.lifecycle is LifecycleState.ACTIVE for r in live)
+
+
+@pytest.mark.anyio
+async def test_access_needs_and_formats_add_up_and_a_restatement_replaces(
+    store: SQLiteStore, clock: FixedClock
+) -> None:
+    """A second access need or a second format (lists, then no tables) supersedes nothing,
+    even when it names the first one's format in passing; restating the same item does."""
+    _turns(store, "s1", [(Role.USER, None, "Numbered lists, please, always.")])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=1)
+    _turns(store, "s2", [(Role.USER, None, "I'm dyslexic, so short paragraphs help me.")])
+    await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    clock.advance(days=1)
+    said = "I use a screen reader, so please don't put information in tables."
+    _turns(store, "s3", [(Role.USER, None, said)])
+    result = await extract_session(store, SCOPE, "s3", OfflineExtractor())
+    assert result.superseded == ()
+    assert sorted(r.attribute or "" for r in store.list_records(SCOPE)) == [
+        "accessibility/dyslexia",
+        "accessibility/screen_reader",
+        "answer_style.format/lists",
+    ]
+    clock.advance(days=1)
+    _turns(store, "s4", [(Role.USER, None, "From now on, use bullet points instead.")])
+    result = await extract_session(store, SCOPE, "s4", OfflineExtractor())
+    old = [store.get(SCOPE, rid) for rid in result.superseded]
+    assert [r.text for r in old if r is not None] == ["Numbered lists, please, always."]
 
 
 @pytest.mark.anyio
@@ -273,14 +301,14 @@ def _extracted(text: str) -> list[ExtractedRecord]:
 @pytest.mark.parametrize(
     ("text", "attribute"),
     [
-        ("can you generally give me answers as bullet points?", "answer_style.format"),
+        ("can you generally give me answers as bullet points?", "answer_style.format/lists"),
         ("could you answer me in Japanese from now on?", "response_language"),
         ("respóndeme siempre en español, por favor", "response_language"),
         ("fala comigo em português, sempre", "response_language"),
         ("réponds-moi en français à partir de maintenant", "response_language"),
         ("antworte mir bitte immer auf Deutsch", "response_language"),
         ("please always keep sentences short and break things up", None),
-        ("never mind the bullet points thing", "answer_style.format"),
+        ("never mind the bullet points thing", "answer_style.format/lists"),
     ],
 )
 def test_offline_extractor_keeps_requests_instructions_and_other_languages(

@@ -1992,6 +1992,13 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Direct flights are better for me."),
     (CONDITIONAL, None, "", "Tables are welcome in the report for my manager."),
     (CONDITIONAL, None, "", "I value concise answers in exam essays I mark."),
+    # Session 14: a rule for a class of the principal's own writing is bound to it; one for
+    # everything they ask is not.
+    (PROMOTE, "answer_style", "short", "For all my questions, keep answers short."),
+    (PROMOTE, "answer_style", "brief", "For any answer, be brief."),
+    (CONDITIONAL, None, "", "For all my emails to the landlord, keep the tone polite but firm."),
+    (CONDITIONAL, None, "", "For every cover letter of mine, use a formal tone."),
+    (CONDITIONAL, None, "", "For all of my reports, use British spelling."),
 )
 
 
