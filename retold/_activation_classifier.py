@@ -306,7 +306,9 @@ _ITEM_AT_HAND = (
     r" \d+)?) (?:one|question|message|request|email|text|summary|answer|"
     r"reply|response|draft|document|report|article|essay|post|list|table|paragraph|section|"
     r"chart|slides?|letter|page|story|poem|code|script|translation|recipe|plan|lesson|game|"
-    r"quiz|roleplay|role-play|exercise|round|class|course|chapter|module)s?\b"
+    r"quiz|roleplay|role-play|exercise|round|class|course|chapter|module|repo|repository|"
+    r"codebase|project|file|folder|notebook|spreadsheet|sheet|doc|thesis|manuscript|book|"
+    r"function|thread)s?\b"
 )
 # A one-off request about a text at hand ("please shorten this client brief", "translate
 # the following") is a task, not a standing instruction, unless it says it stands.
@@ -385,7 +387,14 @@ _INSTRUCTION_VERBS = (
     r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
-    r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note"
+    r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|"
+    # the same again: "do that every time" (what "that" is, is said before it)
+    r"do (?:that|this|it|the same)"
+)
+# Asking for the same again, with what it is said only before: "do that every time".
+_SAME_AGAIN = re.compile(
+    r"\b(?:do|keep doing|more of|stick (?:to|with)) (?:that|this|it|the same)\b|"
+    r"\bkeep (?:it|that|this) (?:up|that way|like that|coming)\b"
 )
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
@@ -622,6 +631,12 @@ class OfflineActivationClassifier:
             # answer in English, you can use whatever"): no preference for the assistant
             return ActivationProposal(decision="conditional", confidence=0.85, reason="own_habit")
         if not categories and category_hint in request.allowed_categories:
+            if _SAME_AGAIN.search(claim):
+                # "That was great. Do that every time.": what to keep doing is not in the
+                # words (it was the assistant's reply); a person says what it was.
+                return ActivationProposal(
+                    decision="review", category=category_hint, confidence=0.5, reason="not_explicit"
+                )
             categories = [category_hint]
         if not categories:
             return ActivationProposal(

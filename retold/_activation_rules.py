@@ -299,8 +299,10 @@ _HEARSAY = re.compile(
     r"\b(?:told|tell|tells|asked|ask|reminded|remind|taught|teach|set|configured|configure|"
     r"programm?ed|program|trained|train|got|get|have|had)\s+(?!(?:you|yourself|sure|u)\b)"
     r"[^\W\d_]+\s+to\s+(?:always|never|only)\b|"
-    # someone who made the principal do so: "my ex used to make me always answer in French"
-    r"\b(?:made|make|makes|making|forced?|forcing|had|has|have|lets?)\s+me\s+(?:always|never)\b|"
+    # someone who made the principal do so: "my ex used to make me always answer in French",
+    # "our teacher makes us always write full sentences"
+    r"\b(?:made|make|makes|making|forced?|forcing|had|has|have|lets?)\s+(?:me|us)\s+"
+    r"(?:always|never)\b|"
     # a motto or a policy stated, not an instruction: "my motto is always keep it short"
     r"\b(?:motto|slogan|mantra|policy|policies|philosophy|creed) (?:is|was|says)\b|"
     # a saying passed on: "as my grandma used to say, always keep it short", "as they say"

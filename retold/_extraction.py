@@ -478,6 +478,11 @@ _ENDORSES_PREVIOUS = re.compile(
     r"(?:works?|thinks?|learns?|reads?|process(?:es)?)\W*$|"
     r"^\W*i (?:like|prefer|want|need) (?:it|them|things) that way\W*$|"
     r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$|"
+    # or asks for the same again, for good: "I loved how short that was. Do that every
+    # time." (what "that" is, is the sentence before)
+    r"^\W*(?:(?:please|so|and|just)\s+)*(?:always\s+)?(?:do|keep doing|keep|stick (?:to|with)|"
+    r"more of) (?:that|this|it)(?: (?:way|style|format))?(?:,? (?:every time|each time|always|"
+    r"from now on|going forward|in future|please))+\W*$|"
     # or only says that it stands: "Short answers. Always."
     rf"{ONLY_STANDS.pattern}",
     re.I,
@@ -492,7 +497,12 @@ def _joined_fragments(sentences: list[str]) -> list[str]:
     out: list[str] = []
     pending = ""
     for sentence in sentences:
-        if out and not pending and _ENDORSES_PREVIOUS.match(sentence):
+        if (
+            out
+            and not pending
+            and not _INTERJECTION.match(out[-1])
+            and _ENDORSES_PREVIOUS.match(sentence)
+        ):
             out[-1] = f"{out[-1]} {sentence}"
             continue
         if pending:

@@ -456,3 +456,24 @@ def test_a_self_description_stays_with_the_instruction_it_gives_the_reason_for(
     assert [i.text for i in items] == expected
     joined = [i for i in items if i.text.startswith(("I'm dyslexic", "Btw I have"))]
     assert all(i.kind is RecordKind.PREFERENCE for i in joined)
+
+
+@pytest.mark.parametrize(
+    ("text", "records"),
+    [
+        # asked for again, for good: kept with the sentence that says what "that" is
+        (
+            "I loved how short that last answer was. Do that every time.",
+            ["I loved how short that last answer was. Do that every time."],
+        ),
+        ("Great, the table helped. Keep doing that from now on.", None),
+        # never joined to an interjection, which says nothing of what to do; alone it is
+        # no record
+        ("Thanks! Do that every time.", []),
+    ],
+)
+def test_a_request_for_the_same_again_keeps_what_it_refers_to(
+    text: str, records: list[str] | None
+) -> None:
+    got = [i.text for i in _extracted(text)]
+    assert got == (records if records is not None else [text])

@@ -1999,6 +1999,19 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "For all my emails to the landlord, keep the tone polite but firm."),
     (CONDITIONAL, None, "", "For every cover letter of mine, use a formal tone."),
     (CONDITIONAL, None, "", "For all of my reports, use British spelling."),
+    # Praise of a reply, asked for again: kept with what it says; with nothing said, a
+    # person reviews it. A rule for a repository or for a class is not the principal's.
+    (
+        PROMOTE,
+        "answer_style",
+        "short",
+        "I loved how short that last answer was. Do that every time.",
+    ),
+    (PROMOTE, "answer_style", "bullet", "I liked the bullet points. Do that every time."),
+    (CONDITIONAL, None, "", "That was great. Do that every time."),
+    (CONDITIONAL, None, "", "Thanks! Do that every time."),
+    (CONDITIONAL, None, "", "In this repo, always use tabs and never write long docstrings."),
+    (CONDITIONAL, None, "", "Our teacher makes us always write answers in full sentences."),
 )
 
 
