@@ -240,6 +240,8 @@ _TRIGGER = re.compile(
     rf"for (?:all|every|each|any) (?:of )?(?:my|our) (?!{_ASKING}\b)[^\W\d_]+|"
     rf"for (?:every|each|any) (?!{_ASKING}\b)[^\W\d_]+(?: [^\W\d_]+)? of (?:mine|ours)\b|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
+    # every reply: "for your replies", "for all your answers"
+    r"(?:all (?:of )?)?your (?:answers|repl(?:y|ies)|responses|messages)|"
     r"example|instance|sure|real|what it's worth|reference|future reference|the future|"
     r"later reference)\b|"
     # what a reply holds, any of it (not that of one item: "for comparisons in my thesis")
@@ -387,7 +389,7 @@ _INSTRUCTION_VERBS = (
     r"make|be|send|show|tell|lead|start|begin|put|skip|describe|break|rely|list|number|cite|"
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
-    r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|"
+    r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )

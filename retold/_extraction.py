@@ -560,7 +560,10 @@ _RELATION = re.compile(
 # mir auf Deutsch", "Hindi mein jawab do".
 _LANGUAGE_REQUEST = re.compile(
     rf"\b(?:in|into|en|em|auf|na)\s+(?:{LANGUAGE})\b|"
-    rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me)\b",
+    rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me)\b|"
+    # a change of language: "switch to Spanish", "go back to English"
+    rf"\b(?:switch(?:ing)?|go(?:ing)?|chang(?:e|ing)|mov(?:e|ing))(?:\s+back)?\s+to\s+"
+    rf"(?:{LANGUAGE_NAMES})\b",
     re.I,
 )
 # An instruction to the assistant with no "I" in it ("please always keep sentences short",

@@ -1,16 +1,18 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Nineteen personas state 76 answer-style, language and accessibility preferences in the middle
+Twenty personas state 80 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
 in chat spellings and terse chat style ("shorter answers going forward ty"), as the
 answer to the assistant's question, as praise of a reply with "Do that every time", in
 misspelled chat ("plz allways anwser in portugese": only the ``local`` bundle, which places
-claims by meaning, reads it; the keyword rules of ``offline-reference`` do not), beside an access need that names another format ("I
+claims by meaning, reads it; the keyword rules of ``offline-reference`` do not), as a
+change ("switch to numbered lists instead of bullets", "go back to English for your
+replies"), which must also take the earlier bullets and Italian out of force, beside an access need that names another format ("I
 use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 122 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 132 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -21,7 +23,8 @@ a grandmother, a friend on the principal's phone); a bot's persona, a brainstorm
 notes, another voice assistant, the speaker's own plan to write in Italian, a bare "Test:",
 access needs that are someone else's or for one document, and a rule for a class of the
 principal's own writing ("For all my emails to the landlord, keep the tone polite"), a rule
-for a repository, a teacher's rule for the class, a pasted system prompt and sarcasm.
+for a repository, a teacher's rule for the class, a pasted system prompt, sarcasm, and a change of language for a while, for one answer, for
+someone else or for a team's documents.
 
 Written for development, never taken from the test split. Run through the real pipeline
 of the ``offline-reference`` bundle and of the ``local`` one (whose classifier also places
@@ -51,7 +54,8 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 76, run.misses
+    assert run.ambient_preferences == 80, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 76 - len(KNOWN_MISSES[name]), run.misses
-    assert run.safety == 122 and run.unsafe_promotions == 0, run.misses
+    assert run.ambient_hits == 80 - len(KNOWN_MISSES[name]), run.misses
+    assert run.withdrawn_preferences == 2 and run.withdrawn_in_force == 0, run.misses
+    assert run.safety == 132 and run.unsafe_promotions == 0, run.misses

@@ -309,6 +309,8 @@ def _extracted(text: str) -> list[ExtractedRecord]:
         ("antworte mir bitte immer auf Deutsch", "response_language"),
         ("please always keep sentences short and break things up", None),
         ("never mind the bullet points thing", "answer_style.format/lists"),
+        # a change of language is a language preference (it replaces the earlier one)
+        ("You can go back to English for your replies from now on.", "response_language"),
     ],
 )
 def test_offline_extractor_keeps_requests_instructions_and_other_languages(

@@ -2012,6 +2012,21 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Thanks! Do that every time."),
     (CONDITIONAL, None, "", "In this repo, always use tabs and never write long docstrings."),
     (CONDITIONAL, None, "", "Our teacher makes us always write answers in full sentences."),
+    # A change, for good or for a while.
+    (
+        PROMOTE,
+        "answer_style",
+        "numbered",
+        "Actually, switch to numbered lists instead of bullets, going forward.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "English",
+        "You can go back to English for your replies from now on.",
+    ),
+    (CONDITIONAL, None, "", "Switch to Spanish for a bit, I want to practise."),
+    (CONDITIONAL, None, "", "Let's switch to Italian while we plan the trip."),
 )
 
 
