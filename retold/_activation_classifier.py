@@ -373,8 +373,8 @@ _STANDING = re.compile(
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me|"
     r"no matter (?:what|the topic|the subject)|for future reference)\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
-    # "no emoji, ever": a trailing "ever" after a pause
-    r",\s*ever\b"
+    # "no emoji, ever", "Don't greet me. Ever.": a trailing "ever" after a pause
+    r"[,.!]\s*ever\b"
 )
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
@@ -390,6 +390,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
+    r"bother|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )

@@ -687,7 +687,8 @@ def relay_flags(turn_text: str) -> tuple[str, ...]:
 
 #: A sentence that only says the one before it stands: "Short answers. Always."
 ONLY_STANDS = re.compile(
-    r"^\W*(?:always|every (?:single )?time|from now on|going forward|by default|as a rule)\W*$",
+    r"^\W*(?:always|(?:every|each) (?:single )?time|from now on|going forward|by default|"
+    r"as a rule|ever|for good|at all times|no exceptions)\W*$",
     re.I,
 )
 

@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Twenty personas state 80 answer-style, language and accessibility preferences in the middle
+Twenty-one personas state 84 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
 in chat spellings and terse chat style ("shorter answers going forward ty"), as the
@@ -8,11 +8,13 @@ answer to the assistant's question, as praise of a reply with "Do that every tim
 misspelled chat ("plz allways anwser in portugese": only the ``local`` bundle, which places
 claims by meaning, reads it; the keyword rules of ``offline-reference`` do not), as a
 change ("switch to numbered lists instead of bullets", "go back to English for your
-replies"), which must also take the earlier bullets and Italian out of force, beside an access need that names another format ("I
+replies"), which must also take the earlier bullets and Italian out of force (and "more detail again
+from now on", "my vision is fine now, so you can drop the low-vision formatting" those of
+an earlier session), "Don't bother with greetings at the start of your answers. Ever.", beside an access need that names another format ("I
 use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 132 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 142 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -54,8 +56,8 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 80, run.misses
+    assert run.ambient_preferences == 84, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 80 - len(KNOWN_MISSES[name]), run.misses
-    assert run.withdrawn_preferences == 2 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 132 and run.unsafe_promotions == 0, run.misses
+    assert run.ambient_hits == 84 - len(KNOWN_MISSES[name]), run.misses
+    assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
+    assert run.safety == 142 and run.unsafe_promotions == 0, run.misses

@@ -2027,6 +2027,13 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (CONDITIONAL, None, "", "Switch to Spanish for a bit, I want to practise."),
     (CONDITIONAL, None, "", "Let's switch to Italian while we plan the trip."),
+    (
+        PROMOTE,
+        "answer_style",
+        "greetings",
+        "Don't bother with greetings at the start of your answers. Ever.",
+    ),
+    (CONDITIONAL, None, "", "Don't bother with greetings when we do the quiz."),
 )
 
 
