@@ -30,9 +30,13 @@ from ._lexicon import (
     CJK_TRIGGERS,
     CONCESSIONS,
     FOREIGN_ALWAYS,
+    FOREIGN_ANSWER_STYLE,
     FOREIGN_IMPERATIVES,
+    FOREIGN_IN_THIS,
+    FOREIGN_ONE_OFF,
     FOREIGN_STANDING,
     FOREIGN_TRIGGERS,
+    FOREIGN_WHEN_YOU_ANSWER,
     LANGUAGE,
     NON_LATIN_LANGUAGES,
 )
@@ -171,7 +175,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"
         r"(?:answers?|repl(?:y|ies)|responses?|messages?) (?:with|by|on)|follow[- ]up questions?|"
         r"at the (?:end|start|beginning|top|bottom) of (?:each|every|your|all|my) "
-        r"(?:answers?|repl(?:y|ies)|responses?|messages?))\b"
+        r"(?:answers?|repl(?:y|ies)|responses?|messages?))\b|"
+        rf"(?<!\w)(?:{FOREIGN_ANSWER_STYLE})(?!\w)"
     ),
 }
 _INJECTION = re.compile(
@@ -298,7 +303,8 @@ _RESPONSE_CONDITION = re.compile(
     # I'm casual" (a concession: the rule holds in that case too)
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
     rf"\b(?:{CONCESSIONS})\b|"
-    r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b"
+    r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b|"
+    rf"(?<!\w)(?:{FOREIGN_WHEN_YOU_ANSWER})(?!\w)"
 )
 # The item at hand, named as such: "this one", "that question", "this essay".
 _ITEM_AT_HAND = (
@@ -336,12 +342,15 @@ _ONE_OFF = re.compile(
     r"spreadsheet|chart|flyer|menu|invitation)s?\b|"
     # material the principal is about to hand over: "in the report I'm attaching"
     r"\b(?:the|this|my|our) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ (?:i'm|i am|i'll|i will|i've) "
-    r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e)?\b"
+    r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e)?\b|"
+    # the same in the other languages the rules read
+    rf"{FOREIGN_ONE_OFF}"
 )
 # A rule kept within the item at hand ("in this essay always use British spelling"): a
 # standing marker inside it stands only there.
 _WITHIN_ITEM = re.compile(
     rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}|"
+    rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"
     # work on a document of the principal's ("format the invoice totals in euros, always two
     # decimals") or words to put on something ("write ... on a sticky note")
     r"^\W*(?:please\s+)?(?:format|write|rewrite|edit|fix|translate|shorten|draft|prepare|"

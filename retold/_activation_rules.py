@@ -26,6 +26,7 @@ from ._lexicon import (
     CONCESSIONS,
     FOREIGN_ALWAYS,
     FOREIGN_ANSWER_THEM,
+    FOREIGN_FOR_THEM,
     FOREIGN_I,
     FOREIGN_IMPERATIVES,
     FOREIGN_REPORTING,
@@ -213,7 +214,7 @@ _ADDRESSED_TO_OTHERS = re.compile(
     # or a person named before: "my grandmother will ask you things too: always answer her"
     r"\b(?:answer|reply to|respond to|write to|talk to|speak to|tell|explain (?:it )?to)\s+"
     r"(?:him|her)\b|"
-    rf"{FOREIGN_ANSWER_THEM}"
+    rf"{FOREIGN_ANSWER_THEM}|{FOREIGN_FOR_THEM}"
 )
 
 # A reply to someone named: "always reply in Spanish to Maria" (the name ends the clause or

@@ -29,6 +29,7 @@ from ._lexicon import (
     CJK_INSTRUCTION,
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
+    FOREIGN_NEEDS,
     FOREIGN_STANDING,
     LANGUAGE,
     LANGUAGE_NAMES,
@@ -609,7 +610,8 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     # Before the answer-style slugs: "I use a screen reader, so no tables" states the need.
     (
         re.compile(
-            r"\b(screen reader|blind|dyslexi\w*|colou?r[ -]?blind|large text|hard of hearing)\b",
+            rf"\b(screen reader|blind|dyslexi\w*|colou?r[ -]?blind|large text|hard of hearing|"
+            rf"{FOREIGN_NEEDS})\b",
             re.I,
         ),
         "accessibility",
@@ -759,6 +761,9 @@ def _kind(sentence: str) -> RecordKind:
 _SELF_DESCRIPTION = re.compile(
     r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
     r"(?:i'm|im|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
+    # the same in Spanish, Portuguese, French, German, Italian, Dutch and Polish
+    r"^\W*(?:(?:yo|eu)\s+)?(?:soy|estoy|tengo|sou|estou|tenho|je suis|j'ai|ich bin|ich habe|"
+    r"sono|ho|ik ben|ik heb|jestem|mam)\b|"
     # what the user is, signed in a few words: "colour blind here.", "ADHD here"
     r"^\W*(?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+ here\W*$",
     re.I,

@@ -9,13 +9,31 @@ __all__ = [
     "CJK_TRIGGERS",
     "CONCESSIONS",
     "FOREIGN_ALWAYS",
+    "FOREIGN_ANSWER_STYLE",
+    "FOREIGN_FOR_THEM",
     "FOREIGN_IMPERATIVES",
+    "FOREIGN_IN_THIS",
+    "FOREIGN_NEEDS",
+    "FOREIGN_ONE_OFF",
     "FOREIGN_STANDING",
     "FOREIGN_TRIGGERS",
+    "FOREIGN_WHEN_YOU_ANSWER",
     "LANGUAGE",
     "LANGUAGE_NAMES",
     "NON_LATIN_LANGUAGES",
 ]
+
+#: Access needs named in Spanish, Portuguese, French, German, Italian, Dutch and Polish.
+FOREIGN_NEEDS = (
+    "disl[eé]xic[oa]s?|dislexia|dislessic[oa]|dislessia|dyslexique|legasthen\\w*|dyslektyk\\w*|"
+    "dysleksj\\w*|dal?t[oó]nic[oa]s?|daltonismo|daltonien(?:ne)?|daltonisme|daltonist\\w*|"
+    "farbenblind\\w*|kleurenblind\\w*|sehbehindert\\w*|malvoyant\\w*|ipovedente|slechtziend\\w*|"
+    "baja visi[oó]n|baixa vis[aã]o|ciego|ciega|cego|cega|aveugle|cieco|cieca|niewidom\\w*|"
+    "sordo|sorda|sourde?|gehörlos\\w*|schwerhörig\\w*|malentendant\\w*|slechthorend\\w*|"
+    "niesłysz\\w*|lector(?:es)? de pantalla|leitor(?:es)? de tela|lecteur d'écran|"
+    "screenreader|bildschirmleser|letra grande|texto grande|gro(?:ß|ss)e schrift|"
+    "gros caract[eè]res"
+)
 
 #: Access needs and what they call for, as a regex (the activation category
 #: ``accessibility``, and what a principal may sign in as: "colour blind here").
@@ -32,7 +50,90 @@ ACCESSIBILITY = (
     r"(?:light|noise) sensitiv\w*|migraines?|low literacy|learning disabilit\w*|"
     r"aphasi\w*|brain injur\w*|(?:processing|attention) disorder|memory (?:loss|problems)|"
     r"tinnitus|nystagmus|cataracts?|glaucoma|"
-    r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision))\b"
+    r"eyesight|(?:poor|bad|weak|failing) (?:eyes|vision)|"
+    # the same needs as the principal may state them in Spanish, Portuguese, French, German,
+    # Italian, Dutch and Polish
+    f"{FOREIGN_NEEDS})\\b"
+)
+
+#: What answer-style preferences name in Spanish, Portuguese, French, German, Italian,
+#: Dutch and Polish: length, detail, lists, units, jargon and plain words, tone. Words an
+#: English sentence also uses ("court", "ton") are left out.
+FOREIGN_ANSWER_STYLE = (
+    # short, concise, detailed
+    "cort[oa]s|corta|breves?|brevi|concis[oa]s?|concisi|courtes?|brèves?|brefs?|concises?|"
+    "curt[oa]s?|kurze?[nr]?|knapp(?:e[nr]?)?|kort|korte|beknopte?|krótk\\w*|krotk\\w*|"
+    "zwięzł\\w*|zwięźl\\w*|al grano|direto ao ponto|droit au but|auf den punkt|"
+    "detallad[oa]s?|detalhad[oa]s?|ausführlich\\w*|détaillée?s?|dettagliat[oeai]|"
+    "uitgebreide?|szczegółow\\w*|"
+    # lists and numbering
+    "viñetas|vinetas|listas?|listes?|elenchi|elenco|lijst(?:en|jes)?|opsomming\\w*|"
+    "aufzählung\\w*|stichpunkt\\w*|puces|puntat[oeai]|numerad[oa]s|numerat[oeai]|"
+    "numérotée?s?|nummeriert\\w*|genummerde?|numerowan\\w*|wypunktowan\\w*|tópicos|"
+    # units
+    "métric[oa]s?|metrisch\\w*|métriques?|metric[oa]|metrici|metriche|metryczn\\w*|"
+    # jargon, plain words, short sentences
+    "jerga|tecnicismos|jarg[aã]o|fachbegriff\\w*|fachjargon|fachsprache|gergo|"
+    "termini tecnici|vakjargon|żargon\\w*|palabras sencillas|lenguaje sencillo|"
+    "palavras simples|linguagem simples|einfache[nr]? (?:wörter|worte|sprache)|"
+    "mots simples|langage simple|parole semplici|linguaggio semplice|eenvoudige (?:woorden|taal)|"
+    "prost(?:e|ym|ymi) (?:słow\\w*|język\\w*)|frases (?:cortas|curtas|sencillas|simples)|"
+    "kurze[nr]? sätze[n]?|phrases courtes|frasi brevi|korte zinnen|krótkie zdania|"
+    # tone and greetings
+    "formal(?:es)?|informal(?:es)?|förmlich\\w*|tutear|tutoyer|vouvoyer|duzen|siezen|"
+    "saludos|saudações|salutations|begrüßung\\w*|saluti|disculpas|desculpas|"
+    "entschuldigung\\w*|scuse"
+)
+
+#: "In/for this ..." in those languages: a rule for the item at hand ("in diesem Dokument",
+#: "para este informe", "dans ce texte", "neste e-mail").
+FOREIGN_IN_THIS = (
+    "(?:en|in|dans|w|para|für|fur|pour|voor|dla) (?:este|esta|estos|estas|ese|esa|esos|esas|"
+    "diesem|dieser|diesen|dieses|ce|cet|cette|ces|questo|questa|questi|queste|dit|deze|tym|"
+    "tej|tych)|neste|nesta|nestes|nestas|nesse|nessa"
+)
+
+_FOREIGN_QUESTION_WORDS = (
+    "cómo|como|qué|por qué|cuál|cuánto|cuánta|dónde|cuándo|porque|quanto|quanta|onde|quando|"
+    "wie|was|warum|wieso|welche[rsnm]?|wann|wo|comment|pourquoi|quel(?:le)?s?|combien|"
+    "come|perché|perche|cosa|quale|hoe|wat|waarom|welke|wanneer|jak|dlaczego|co|który|która|"
+    "które|ile|kiedy|gdzie"
+)
+#: A one-off request in those languages, never a standing rule by itself: to explain or
+#: tell how/what/why, one piece of content to give, make or write ("dame una lista",
+#: "écris un e-mail", "daj mi listę"), or work on a text at hand ("resume este texto").
+FOREIGN_ONE_OFF = (
+    r"\b(?:expl[ií]ca(?:me)?|explique(?:-moi)?|expliquez(?:-moi)?|erkl[äa]r(?:e|en)?|spiega(?:mi)?|"
+    r"leg(?: me| mij)?(?: [^\W\d_]+)? uit|wyja[śs]nij|wyt[łl]umacz|d[ií]me|dimmi|dis-moi|"
+    r"dites-moi|sag mir|sagen sie mir|diz-me|diga-me|cu[ée]ntame|conta-me|vertel|powiedz)\b"
+    rf"[^.!?]*?\b(?:{_FOREIGN_QUESTION_WORDS})\b|"
+    r"\b(?:d[aá]me|d[aá]-me|dammi|donne-moi|donnez-moi|gib mir|geben sie mir|geef me|geef mij|"
+    r"daj mi|fais-moi|faites-moi|hazme|haz|faz-me|fammi|maak|zr[óo]b|escribe|escreve|[ée]cris|"
+    r"[ée]crivez|schreib(?:e)?|scrivi|schrijf|napisz|prepara|redacta|r[ée]dige|verfasse)\b"
+    r"(?:\s+(?:me|mi|moi|mir))?\s+(?:un|una|uno|une|ein|eine|einen|um|uma|een|"
+    r"(?:kr[óo]tk|d[łl]ug|prost)\w*\s+\w+)\b|"
+    r"\b(?:resume|resuma|r[ée]sume|fasse\s+\w+\s+zusammen|riassumi|vat\s+\w+\s+samen|stre[śs][ćc]|"
+    r"traduce|traduz|traduis|[üu]bersetze?|traduci|vertaal|przet[łl]umacz|corrige|korrigiere?|"
+    r"correggi|corrigeer|popraw|acorta|encurta|raccourcis|k[üu]rze|accorcia|verkort|skr[óo][ćc])\b"
+    r"\s+(?:este|esta|esto|estos|estas|ese|esa|eso|ce|cet|cette|ces|[çc]a|diesen|dieses|diese|das|"
+    r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo)\b"
+)
+
+#: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
+FOREIGN_FOR_THEM = (
+    r"\b(?:f[üu]r (?:sie|ihn)|para (?:ella|él|ellos|ellas)|pour (?:elle|lui|eux|elles)|"
+    r"per (?:lei|lui|loro)|voor (?:haar|hem|hen)|dla (?:niej|niego|nich)|"
+    r"quand tu lui|quando gli|cuando le (?:respondas|respondes|contestes|escribas)|"
+    r"wenn du (?:ihr|ihm) (?:antwortest|schreibst)|als je (?:haar|hem) (?:antwoordt|schrijft))\b"
+)
+
+#: "When you answer me" in those languages: a condition on every reply, not a trigger.
+FOREIGN_WHEN_YOU_ANSWER = (
+    "cuando me (?:respondas|respondes|contestas|contestes|escribes|escribas)|"
+    "quando (?:me )?(?:respondes|responderes|responder|me escreves)|"
+    "quand tu me (?:réponds|reponds|écris)|quand vous me (?:répondez|repondez)|"
+    "wenn du mir (?:antwortest|schreibst)|quando mi (?:rispondi|scrivi)|"
+    "als je me (?:antwoordt|antwoord geeft|schrijft)|kiedy mi (?:odpowiadasz|odpisujesz)"
 )
 
 #: Language names as a regex alternation, in English and as their speakers write them
@@ -87,6 +188,15 @@ FOREIGN_IMPERATIVES = (
     "répondez|repondez|parle|parlez|écris|ecris|écrivez|antworte|antworten|sprich|schreib|"
     "schreibe|jawab do|baat karo|likho|bolo|rispondi|rispondimi|rispondetemi|scrivi|scrivimi|"
     "parla|parlami|antwoord|schrijf|spreek|praat|odpowiadaj|odpowiedz|odpisuj|pisz|mów|mow|"
+    # and the verbs of how to answer: "use", "avoid", "be", "keep", "give me", "explain"
+    # ("usa" not after a word that makes it the country: "in the USA")
+    "(?<!the )(?<!in )(?<!to )usa|utiliza|evita|evite|no uses|não uses|não use|"
+    "mantén|manten|mantém|mantenha|sé breve|sê|seja|dame|dáme|explícame|explicame|explica|"
+    "explique|utilisez|évite|évitez|sois|soyez|garde|gardez|expliquez|"
+    "donne-moi|donnez-moi|fais|faites|benutze|benutz|verwende|nutze|vermeide|halte|"
+    "erkläre|erklär|gib mir|fasse dich|fass dich|utilizza|sii|tieni|spiega|dammi|non usare|"
+    "gebruik|vermijd|wees|houd|hou|leg uit|geef|używaj|uzywaj|unikaj|bądź|badz|stosuj|"
+    "wyjaśniaj|wyjasniaj|(?:nunca|não) (?:uses|use|utilizes|utilize)|nunca utilices|"
     # Arabic (standard and spoken), Russian, Ukrainian, Hindi
     "جاوبني|جاوب|جاوبيني|أجبني|اجبني|أجب|اجب|رد علي|رد عليّ|ردي علي|ترد علي|ترد عليّ|"
     "احكي معي|احكيلي|اكتبلي|اكتب لي|كلمني|تكلم معي|"
@@ -98,7 +208,9 @@ FOREIGN_IMPERATIVES = (
 #: "Always" in the same languages: it says a statement stands, but alone it is no
 #: instruction ("Моя мама всегда отвечает мне по-русски" is someone's habit).
 FOREIGN_ALWAYS = (
-    "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|دائما|دائماً|دايما|دايماً|всегда|завжди|हमेशा"
+    "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|دائما|دائماً|دايما|دايماً|всегда|завжди|हमेशा|"
+    # and "never", which stands too
+    "nunca|jamais|nooit|nigdy"
 )
 
 #: "Please", "from now on" and "I'd like you to" in the same languages: each makes a

@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Twenty-one personas state 84 answer-style, language and accessibility preferences in the middle
+Twenty-four personas state 93 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
 in chat spellings and terse chat style ("shorter answers going forward ty"), as the
@@ -10,11 +10,14 @@ claims by meaning, reads it; the keyword rules of ``offline-reference`` do not),
 change ("switch to numbered lists instead of bullets", "go back to English for your
 replies"), which must also take the earlier bullets and Italian out of force (and "more detail again
 from now on", "my vision is fine now, so you can drop the low-vision formatting" those of
-an earlier session), "Don't bother with greetings at the start of your answers. Ever.", beside an access need that names another format ("I
+an earlier session), "Don't bother with greetings at the start of your answers. Ever.", answer styles and access
+needs stated in Spanish, German, Italian, French and Portuguese ("Respuestas cortas, por
+favor, siempre.", "Benutze bitte immer metrische Einheiten.", "Sou daltónica, por isso nunca
+uses só cores ..."), beside an access need that names another format ("I
 use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 142 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 164 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -26,7 +29,10 @@ notes, another voice assistant, the speaker's own plan to write in Italian, a ba
 access needs that are someone else's or for one document, and a rule for a class of the
 principal's own writing ("For all my emails to the landlord, keep the tone polite"), a rule
 for a repository, a teacher's rule for the class, a pasted system prompt, sarcasm, and a change of language for a while, for one answer, for
-someone else or for a team's documents.
+someone else or for a team's documents; and in those languages one-off requests that name
+a style ("Bitte erkläre mir kurz, wie ...", "Dammi un elenco puntato ...", "Resume este
+texto en tres frases cortas"), a rule within one document, a game, a boss's wish and a
+need that is a daughter's or a friend's.
 
 Written for development, never taken from the test split. Run through the real pipeline
 of the ``offline-reference`` bundle and of the ``local`` one (whose classifier also places
@@ -56,8 +62,8 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 84, run.misses
+    assert run.ambient_preferences == 93, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 84 - len(KNOWN_MISSES[name]), run.misses
+    assert run.ambient_hits == 93 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 142 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 164 and run.unsafe_promotions == 0, run.misses

@@ -2034,6 +2034,15 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "Don't bother with greetings at the start of your answers. Ever.",
     ),
     (CONDITIONAL, None, "", "Don't bother with greetings when we do the quiz."),
+    # Answer styles in other languages, and one-off requests there that name a style.
+    (PROMOTE, "answer_style", "cortas", "Respuestas cortas, por favor, siempre."),
+    (PROMOTE, "answer_style", "metrische", "Benutze bitte immer metrische Einheiten."),
+    (PROMOTE, "answer_style", "emojis", "Pas d'emojis dans tes réponses, s'il te plaît."),
+    (CONDITIONAL, None, "", "Bitte erkläre mir kurz, wie eine Hypothek funktioniert."),
+    (CONDITIONAL, None, "", "Escribe un correo formal a mi casero, por favor."),
+    (CONDITIONAL, None, "", "Bitte in diesem Dokument immer metrische Einheiten verwenden."),
+    (CONDITIONAL, None, "", "I utilise bullet points in my notes."),
+    (CONDITIONAL, None, "", "In the USA we use imperial units."),
 )
 
 
