@@ -258,7 +258,7 @@ _TRIGGER = re.compile(
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
-    r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro)\b|"
+    r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro|als (?:ik|je|jij|we|wij|het|u))\b|"
     rf"(?<!\w)(?:{FOREIGN_TRIGGERS})(?!\w)|{CJK_TRIGGERS}"
 )
 # A condition on the reply itself rather than on a topic, time or channel: "for long

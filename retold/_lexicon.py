@@ -122,7 +122,7 @@ FOREIGN_ONE_OFF = (
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (
     r"\b(?:f[üu]r (?:sie|ihn)|para (?:ella|él|ellos|ellas)|pour (?:elle|lui|eux|elles)|"
-    r"per (?:lei|lui|loro)|voor (?:haar|hem|hen)|dla (?:niej|niego|nich)|"
+    r"per (?:lei|lui|loro)|voor (?:haar|hem|hen)|(?:dla|do) (?:niej|niego|nich)|"
     r"quand tu lui|quando gli|cuando le (?:respondas|respondes|contestes|escribas)|"
     r"wenn du (?:ihr|ihm) (?:antwortest|schreibst)|als je (?:haar|hem) (?:antwoordt|schrijft))\b"
 )

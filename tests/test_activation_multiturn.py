@@ -17,7 +17,7 @@ uses só cores ..."), beside an access need that names another format ("I
 use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 164 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 179 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -66,4 +66,4 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
     assert run.ambient_hits == 93 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 164 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 179 and run.unsafe_promotions == 0, run.misses
