@@ -34,6 +34,8 @@ from ._lexicon import (
     FOREIGN_IMPERATIVES,
     FOREIGN_IN_THIS,
     FOREIGN_ONE_OFF,
+    FOREIGN_PREFER,
+    FOREIGN_RESPONSE_FORM,
     FOREIGN_STANDING,
     FOREIGN_TRIGGERS,
     FOREIGN_WHEN_YOU_ANSWER,
@@ -430,6 +432,7 @@ _INSTRUCTION_ANYWHERE = re.compile(
     rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING})(?!\w)|{CJK_INSTRUCTION}"
 )
 _PREFERENCE_FORM = re.compile(
+    rf"(?<!\w)(?:{FOREIGN_PREFER})(?!\w)|"
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
     r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
@@ -454,7 +457,8 @@ _RESPONSE_OBJECT = re.compile(
     r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists|"
     r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
-    rf"{_LANGUAGE_WANTED}"
+    rf"{_LANGUAGE_WANTED}|"
+    rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM}|{FOREIGN_ANSWER_STYLE})(?!\w)"
 )
 _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*"

@@ -30,6 +30,7 @@ from ._lexicon import (
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
     FOREIGN_NEEDS,
+    FOREIGN_PREFER,
     FOREIGN_STANDING,
     LANGUAGE,
     LANGUAGE_NAMES,
@@ -660,7 +661,7 @@ _STATE_KINDS = {
 # The same kind of instruction in the other languages the offline rules read (see
 # ``_lexicon``): imperatives, "always", "from now on" and "please".
 _FOREIGN_INSTRUCTION = re.compile(
-    rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING}|{FOREIGN_ALWAYS})(?!\w)|"
+    rf"(?<!\w)(?:{FOREIGN_IMPERATIVES}|{FOREIGN_STANDING}|{FOREIGN_ALWAYS}|{FOREIGN_PREFER})(?!\w)|"
     rf"{CJK_INSTRUCTION}",
     re.I,
 )

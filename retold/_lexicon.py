@@ -15,6 +15,8 @@ __all__ = [
     "FOREIGN_IN_THIS",
     "FOREIGN_NEEDS",
     "FOREIGN_ONE_OFF",
+    "FOREIGN_PREFER",
+    "FOREIGN_RESPONSE_FORM",
     "FOREIGN_STANDING",
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
@@ -127,8 +129,28 @@ FOREIGN_FOR_THEM = (
     r"wenn du (?:ihr|ihm) (?:antwortest|schreibst)|als je (?:haar|hem) (?:antwoordt|schrijft))\b"
 )
 
-#: "When you answer me" in those languages: a condition on every reply, not a trigger.
+#: "I prefer", "I'd like" in the first person of those languages (a preference stated).
+FOREIGN_PREFER = (
+    "prefiero|me gustar[ií]a|quisiera|prefiro|gostaria|je pr[ée]f[èe]re|je pr[ée]f[ée]rerais|"
+    "j'aimerais|je voudrais|ich h[äa]tte (?:gerne?|lieber)|ich bevorzuge|mir ist lieber|"
+    "ich m[öo]chte|preferisco|vorrei|mi piacerebbe|ik heb liever|ik wil graag|ik zou graag|"
+    "wol[ęe]|wola[łl]bym|wola[łl]abym|chcia[łl]bym|chcia[łl]abym"
+)
+
+#: What a reply is made of, named in those languages: answers, steps, lists, examples.
+FOREIGN_RESPONSE_FORM = (
+    "pasos|instrucciones|listas?|ejemplos|respuestas?|passos|instru[çc][õo]es|exemplos|"
+    "respostas?|[ée]tapes|instructions|listes?|exemples|r[ée]ponses?|schritte|anleitungen|"
+    "listen|beispiele|antworten|passaggi|istruzioni|elenchi|esempi|risposte|stappen|"
+    "instructies|lijsten|voorbeelden|antwoorden|kroki|instrukcje|listy|przyk[łl]ady|odpowiedzi"
+)
+
+#: "When you answer me" in those languages: a condition on every reply, not a trigger; also
+#: on every reply of a kind ("als je stappen uitlegt", "cuando me des ejemplos").
 FOREIGN_WHEN_YOU_ANSWER = (
+    r"(?:cuando|quando|quand|wenn|als|kiedy|gdy)\s+(?:(?:tu|du|je|jij)\s+)?"
+    r"(?:(?:me|mi|mir|mij|mnie)\s+|m')?(?:[^\W\d_]+\s+)?(?:(?:des|die|de|dei|delle|degli|los|las|"
+    rf"os|as|les|un|una|une|een)\s+)?(?:{FOREIGN_RESPONSE_FORM})(?!\w)|"
     "cuando me (?:respondas|respondes|contestas|contestes|escribes|escribas)|"
     "quando (?:me )?(?:respondes|responderes|responder|me escreves)|"
     "quand tu me (?:réponds|reponds|écris)|quand vous me (?:répondez|repondez)|"

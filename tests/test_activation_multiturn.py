@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Twenty-four personas state 93 answer-style, language and accessibility preferences in the middle
+Twenty-seven personas state 101 answer-style, language and accessibility preferences in the middle
 of ordinary sessions: after a game that has ended, after a translation or a quoted note,
 after someone else's preference, as a relative clause ("Which is why I want you to ..."),
 in chat spellings and terse chat style ("shorter answers going forward ty"), as the
@@ -13,11 +13,12 @@ from now on", "my vision is fine now, so you can drop the low-vision formatting"
 an earlier session), "Don't bother with greetings at the start of your answers. Ever.", answer styles and access
 needs stated in Spanish, German, Italian, French and Portuguese ("Respuestas cortas, por
 favor, siempre.", "Benutze bitte immer metrische Einheiten.", "Sou daltónica, por isso nunca
-uses só cores ..."), beside an access need that names another format ("I
+uses só cores ...", "Ik heb liever korte antwoorden, altijd.", "Wolę krótkie odpowiedzi",
+"Gebruik voortaan genummerde lijsten als je stappen uitlegt"), beside an access need that names another format ("I
 use a screen reader, so no tables" after "Numbered lists, always"), in a list about themselves, said again after a lead-in ("I've said it
 before: short answers, always."), with a condition stated as their reason, and a language
 of reply asked for in Spanish, German, Portuguese, Italian (as a question), Dutch and Polish.
-Beside them, 179 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 185 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier in the session, a test announced in the same turn, someone else at
 the device (also when they say who they are or that they borrowed it), answers read to a
 class, quoted, relayed, reported, sarcastic, future, past and hypothetical wishes, a
@@ -62,8 +63,8 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 93, run.misses
+    assert run.ambient_preferences == 101, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 93 - len(KNOWN_MISSES[name]), run.misses
+    assert run.ambient_hits == 101 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 179 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 185 and run.unsafe_promotions == 0, run.misses
