@@ -233,7 +233,10 @@ _TRIGGER = re.compile(
     rf"starting (?:next|tomorrow|on|from|in)|(?:until|till|before|{_NOT_PHRASAL}after) "
     r"(?:my|our|i|we)\b"
     r"(?! (?:start|begin|get started|get going|dive in|forget|go on|continue)\b)|"
-    r"on weekends?|at work|in meetings?|about|regarding|one day|someday|once|"
+    r"on weekends?|at work|about(?! (?:me|myself|us|ourselves)\b)|regarding|one day|someday|once|"
+    # a setting the rule is kept to: "long answers in exams", "in meetings", "in public"
+    r"in (?:(?:my|our|the)\s+)?(?:exams?|tests?|lectures?|interviews?|presentations?|seminars?|"
+    r"lessons?|meetings?|quizzes|court|church|public)|"
     r"on (?:my|our) (?:[^\W\d_]+ )?(?:days?|nights?|mornings?|evenings?|weekends?|shifts?|breaks?)|"
     # a setting: "at my school", "at dinner", "in our house", "in my family"
     r"at (?:my|our) [^\W\d_]+|at (?:breakfast|lunch|dinner|night|home)|"
@@ -306,6 +309,11 @@ _RESPONSE_CONDITION = re.compile(
     r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
     rf"\b(?:{CONCESSIONS})\b|"
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b|"
+    # the behaviour itself, liked or not: "I hate it when you use emojis", "it annoys me
+    # when you apologise" (what follows "when you" is the reply, not a trigger)
+    r"\b(?:hate|dislike|love|like|prefer|can't stand|cannot stand|appreciate|mind)\s+"
+    r"(?:it\s+)?(?:when(?:ever)?|if)\s+you\b|"
+    r"\b(?:annoys|bugs|irritates|bothers|frustrates|confuses) me (?:when(?:ever)?|if) you\b|"
     rf"(?<!\w)(?:{FOREIGN_WHEN_YOU_ANSWER})(?!\w)"
 )
 # The item at hand, named as such: "this one", "that question", "this essay".
@@ -434,7 +442,8 @@ _INSTRUCTION_ANYWHERE = re.compile(
 _PREFERENCE_FORM = re.compile(
     rf"(?<!\w)(?:{FOREIGN_PREFER})(?!\w)|"
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
-    r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
+    r"(?:not\s+)?(?:like|want|prefer|need|require|rather|hate|dislike|love)\b|"
+    r"\bi (?:can't|cannot) stand\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"

@@ -319,7 +319,10 @@ _OTHERS_DO = re.compile(
     # emojis" (not "my answers should always be short": the replies to the principal)
     r"^\W*(?:the|my|our|his|her|their)\s+(?!(?:answers?|repl(?:y|ies)|responses?|explanations?|"
     r"messages?|summar(?:y|ies)|lists?|texts?)\b)[^\W\d_]+(?:\s+(?:in|of|on|for)\s+"
-    r"(?:my|our|the|his|her|their)\s+[^\W\d_]+)?\s+(?:must|should|needs? to|has to|have to|shall)\b|"
+    r"(?:my|our|the|his|her|their)\s+[^\W\d_]+)?"
+    # or what the principal makes: "the app I'm building should never use emojis"
+    r"(?:\s+(?:that\s+|which\s+)?(?:i'm|i am|we're|we are|i've|we've|i|we)\s+[^\W\d_]+)?"
+    r"\s+(?:must|should|needs? to|has to|have to|shall)\b|"
     # people in general: "users should always get answers in English"
     r"^\W*(?:(?:all|most|some|other)\s+)?(?:users|people|everyone|everybody|customers|clients|"
     r"students|readers|visitors|members|employees|staff|nobody|no one|someone|somebody|anyone|"

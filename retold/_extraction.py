@@ -721,11 +721,20 @@ def _slug(attribute: str | None) -> str:
     return (attribute or "").rpartition(":")[2].partition("/")[0]
 
 
+# The same, the preference slugs first (in their order), then the others.
+_PREFERENCE_FIRST = tuple(
+    sorted(_ATTRIBUTES, key=lambda entry: _STATE_KINDS.get(entry[1]) is not RecordKind.PREFERENCE)
+)
+
+
 def _attribute(sentence: str, preference_like: bool = True) -> str | None:
     """The record's structural key ``[subject:]attribute``: an update supersedes only the
     record with the same key, so "my son is allergic to X" never replaces "I'm allergic to
-    Y", and an answer-length preference never replaces an answer-format one."""
-    for pattern, slug in _ATTRIBUTES:
+    Y", and an answer-length preference never replaces an answer-format one. In a
+    ``preference_like`` sentence the preference slugs are tried first: "I'm a nurse, and I
+    prefer answers in bullet points" states a format, and a later "I'm a scientist" must
+    not supersede it as an occupation."""
+    for pattern, slug in _PREFERENCE_FIRST if preference_like else _ATTRIBUTES:
         if slug in _PREFERENCE_ONLY and not preference_like:
             continue
         if pattern is _LANGUAGE_REQUEST and not preference_like:

@@ -479,3 +479,22 @@ def test_a_request_for_the_same_again_keeps_what_it_refers_to(
 ) -> None:
     got = [i.text for i in _extracted(text)]
     assert got == (records if records is not None else [text])
+
+
+@pytest.mark.anyio
+async def test_a_preference_in_a_list_about_oneself_is_not_superseded_as_a_fact(
+    store: SQLiteStore, clock: FixedClock
+) -> None:
+    """A sentence that also names an occupation keys the preference it states, so a later
+    occupation does not supersede it (the format preference stays live and a preference)."""
+    said = (
+        "A few things about me: I'm a nurse, I work nights, and I prefer answers in bullet points."
+    )
+    _turns(store, "s1", [(Role.USER, None, said)])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=2)
+    _turns(store, "s2", [(Role.USER, None, "I'm a scientist.")])
+    result = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert result.superseded == ()
+    (kept,) = [r for r in store.list_records(SCOPE) if r.text == said]
+    assert (kept.kind, kept.attribute) == (RecordKind.PREFERENCE, "answer_style.format/lists")

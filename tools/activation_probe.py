@@ -2043,6 +2043,10 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Bitte in diesem Dokument immer metrische Einheiten verwenden."),
     (CONDITIONAL, None, "", "I utilise bullet points in my notes."),
     (CONDITIONAL, None, "", "In the USA we use imperial units."),
+    (PROMOTE, "answer_style", "emojis", "I hate it when you use emojis."),
+    (CONDITIONAL, None, "", "I hate it when my brother uses emojis."),
+    (CONDITIONAL, None, "", "I don't like long answers in exams, they waste time."),
+    (CONDITIONAL, None, "", "The app I'm building should never use emojis."),
 )
 
 
