@@ -159,6 +159,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"humou?r|humorous|witty|playful|exclamation (?:marks?|points?)|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
         r"precise (?:language|wording|terms)|be (?:exact|precise)|"
+        r"(?:wording|phrasing|vocabulary|language) (?:simple|plain|basic|easy)|"
+        r"simple (?:wording|phrasing)|"
         r"plain (?:language|words|terms)|"
         # the level an answer is pitched at: "explain things like I'm five", "skip the basics"
         r"eli5|like i'?m (?:five|5|a (?:child|kid|beginner|novice|newbie))|(?:the )?basics|"
@@ -463,7 +465,8 @@ _PREFERENCE_FORM = re.compile(
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
-    r"bullet\w*|output|text|messages?|format\w*|sentences|words|paragraphs|steps|lists|"
+    r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps|"
+    r"lists|ideas? per|"
     r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
     rf"{_LANGUAGE_WANTED}|"

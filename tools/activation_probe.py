@@ -2047,6 +2047,14 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I hate it when my brother uses emojis."),
     (CONDITIONAL, None, "", "I don't like long answers in exams, they waste time."),
     (CONDITIONAL, None, "", "The app I'm building should never use emojis."),
+    (
+        PROMOTE,
+        "answer_style",
+        "simple",
+        "English isn't my first language, so please keep your wording simple.",
+    ),
+    (PROMOTE, "accessibility", "ADHD", "I have ADHD, so one idea per paragraph helps me a lot."),
+    (CONDITIONAL, None, "", "My student has ADHD; one idea per paragraph helps him."),
 )
 
 
