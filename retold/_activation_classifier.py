@@ -362,6 +362,10 @@ _ONE_OFF = re.compile(
 # standing marker inside it stands only there.
 _WITHIN_ITEM = re.compile(
     rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}|"
+    # a document named as the one at hand: "always include sources in the essay"
+    r"\b(?:in|for|throughout|within) the (?:[^\W\d_]+ )?(?:essay|report|document|doc|article|"
+    r"letter|presentation|slides|deck|thesis|paper|cv|resume|proposal|script|speech|"
+    r"invitations?|newsletter|spreadsheet|chapter|story|poem|assignment|homework)\b|"
     rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"
     # work on a document of the principal's ("format the invoice totals in euros, always two
     # decimals") or words to put on something ("write ... on a sticky note")

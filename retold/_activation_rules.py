@@ -269,7 +269,8 @@ _STANDING = re.compile(
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
-    r"\b(?:keep|stick|stay|talk|speak|use|write|be)(?:s|ing)?\b[^.!?]*\b(?:with me|between us)\b"
+    r"\b(?:(?:keep|stick|stay|talk|speak)(?:s|ing)?|use[sd]?|using|writes?|writing|be|being)\b"
+    r"[^.!?]*\b(?:with me|between us)\b"
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"

@@ -2055,6 +2055,8 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (PROMOTE, "accessibility", "ADHD", "I have ADHD, so one idea per paragraph helps me a lot."),
     (CONDITIONAL, None, "", "My student has ADHD; one idea per paragraph helps him."),
+    (PROMOTE, "answer_style", "metric", "Would you mind using metric with me?"),
+    (CONDITIONAL, None, "", "Can you always include sources in the essay?"),
 )
 
 
