@@ -13,6 +13,7 @@ from ._activation_rules import (
     _WORD,
     IF_IDIOM,
     POLITE_REQUEST,
+    SAME_AGAIN,
     WITHDRAWAL,
     WITHDRAWAL_OR_NEW,
     _addressed,
@@ -420,10 +421,7 @@ _INSTRUCTION_VERBS = (
     r"do (?:that|this|it|the same)"
 )
 # Asking for the same again, with what it is said only before: "do that every time".
-_SAME_AGAIN = re.compile(
-    r"\b(?:do|keep doing|more of|stick (?:to|with)) (?:that|this|it|the same)\b|"
-    r"\bkeep (?:it|that|this) (?:up|that way|like that|coming)\b"
-)
+_SAME_AGAIN = re.compile(rf"\b(?:{SAME_AGAIN})\b")
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
     r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"

@@ -690,6 +690,13 @@ def relay_flags(turn_text: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+#: Asking for the same again, with what "that" is said only before it: "do that", "keep
+#: doing that", "keep it up" (a regex alternation).
+SAME_AGAIN = (
+    r"(?:do|keep doing|more of|stick (?:to|with)) (?:that|this|it|the same)|"
+    r"keep (?:it|that|this) (?:up|that way|like that|coming)"
+)
+
 #: A sentence that only says the one before it stands: "Short answers. Always."
 ONLY_STANDS = re.compile(
     r"^\W*(?:always|(?:every|each) (?:single )?time|from now on|going forward|by default|"

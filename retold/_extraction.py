@@ -22,7 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import PLEASE, standing_instruction
-from ._activation_rules import IF_IDIOM, ONLY_STANDS, asks, standing_request
+from ._activation_rules import IF_IDIOM, ONLY_STANDS, SAME_AGAIN, asks, standing_request
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
@@ -482,9 +482,8 @@ _ENDORSES_PREVIOUS = re.compile(
     r"^\W*that(?:'s| is)? (?:what )?(?:works|helps) (?:best )?for me\W*$|"
     # or asks for the same again, for good: "I loved how short that was. Do that every
     # time." (what "that" is, is the sentence before)
-    r"^\W*(?:(?:please|so|and|just)\s+)*(?:always\s+)?(?:do|keep doing|keep|stick (?:to|with)|"
-    r"more of) (?:that|this|it)(?: (?:way|style|format))?(?:,? (?:every time|each time|always|"
-    r"from now on|going forward|in future|please))+\W*$|"
+    rf"^\W*(?:(?:please|so|and|just)\s+)*(?:always\s+)?(?:{SAME_AGAIN})(?:,? (?:every time|"
+    r"each time|always|from now on|going forward|in future|please))+\W*$|"
     # or only says that it stands: "Short answers. Always."
     rf"{ONLY_STANDS.pattern}",
     re.I,
