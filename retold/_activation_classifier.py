@@ -237,6 +237,9 @@ _TRIGGER = re.compile(
     r"(?:my|our|i|we)\b"
     r"(?! (?:start|begin|get started|get going|dive in|forget|go on|continue)\b)|"
     r"on weekends?|at work|about(?! (?:me|myself|us|ourselves)\b)|regarding|one day|someday|once|"
+    # replies someone else gives: "I like short answers from my teachers"
+    r"(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?|e-?mails?|texts?|feedback|"
+    r"advice) from (?!(?:you|now|here|then|the (?:start|top|beginning))\b)|"
     # a setting the rule is kept to: "long answers in exams", "in meetings", "in public"
     r"in (?:(?:my|our|the)\s+)?(?:exams?|tests?|lectures?|interviews?|presentations?|seminars?|"
     r"lessons?|meetings?|quizzes|court|church|public)|"
@@ -314,7 +317,7 @@ _RESPONSE_CONDITION = re.compile(
     r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b|"
     # the behaviour itself, liked or not: "I hate it when you use emojis", "it annoys me
     # when you apologise" (what follows "when you" is the reply, not a trigger)
-    r"\b(?:hate|dislike|love|like|prefer|can't stand|cannot stand|appreciate|mind)\s+"
+    r"\b(?:hate|dislike|love|like|prefer|(?:can't|cannot|ca not) stand|appreciate|mind)\s+"
     r"(?:it\s+)?(?:when(?:ever)?|if)\s+you\b|"
     r"\b(?:annoys|bugs|irritates|bothers|frustrates|confuses) me (?:when(?:ever)?|if) you\b|"
     rf"(?<!\w)(?:{FOREIGN_WHEN_YOU_ANSWER})(?!\w)"
@@ -446,8 +449,11 @@ _INSTRUCTION_ANYWHERE = re.compile(
 _PREFERENCE_FORM = re.compile(
     rf"(?<!\w)(?:{FOREIGN_PREFER})(?!\w)|"
     r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
-    r"(?:not\s+)?(?:like|want|prefer|need|require|rather|hate|dislike|love)\b|"
-    r"\bi (?:can't|cannot) stand\b|"
+    r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
+    # a dislike (or liking) of what the assistant does: "I hate it when you use emojis"
+    # (not of a thing at large: "I hate tables on my phone" says no more than that)
+    r"\bi\s+(?:really\s+)?(?:hate|dislike|love|(?:can't|cannot|ca not) stand)\s+(?:it\s+)?"
+    r"(?:when(?:ever)?|if)\s+you\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"

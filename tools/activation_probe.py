@@ -2057,6 +2057,13 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "My student has ADHD; one idea per paragraph helps him."),
     (PROMOTE, "answer_style", "metric", "Would you mind using metric with me?"),
     (CONDITIONAL, None, "", "Can you always include sources in the essay?"),
+    # A dislike of what the assistant does states a preference; of a thing at large, or of
+    # someone else's replies, it does not.
+    (PROMOTE, "answer_style", "apologise", "I can't stand it when you apologise."),
+    (CONDITIONAL, None, "", "I like short answers from my teachers."),
+    (CONDITIONAL, None, "", "I love long answers from my teachers."),
+    (CONDITIONAL, None, "", "I dislike bullet points in novels."),
+    (CONDITIONAL, None, "", "I hate tables on my phone."),
 )
 
 
