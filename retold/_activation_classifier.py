@@ -257,7 +257,7 @@ _TRIGGER = re.compile(
     rf"for (?:every|each|any) (?!{_ASKING}\b)[^\W\d_]+(?: [^\W\d_]+)? of (?:mine|ours)\b|"
     r"(?<!need )for (?!(?:me|you|us|everything|all|any|anything|every|good|ever|the record|"
     # every reply: "for your replies", "for all your answers"
-    r"(?:all (?:of )?)?your (?:answers|repl(?:y|ies)|responses|messages)|"
+    r"(?:all (?:of )?)?your (?:answers|repl(?:y|ies)|responses|messages)(?! to (?!me\b))|"
     r"example|instance|sure|real|what it's worth|reference|future reference|the future|"
     r"later reference)\b|"
     # what a reply holds, any of it (not that of one item: "for comparisons in my thesis")

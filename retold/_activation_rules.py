@@ -210,7 +210,7 @@ _ADDRESSED_TO_OTHERS = re.compile(
     r"writing|talk(?:s|ed|ing)?|speak(?:s|ing)?|spoke|tell(?:s|ing)?|told|explain(?:s|ed|ing)?|"
     r"send(?:s|ing)?|sent|text(?:s|ed)?|e-?mail(?:s|ed)?|message(?:s|d)?|address(?:es|ed)?|"
     r"greet(?:s|ed)?|say|says|said)(?:\s+(?:back|things|it|them|this|that))?\s+(?:to\s+|for\s+|with\s+)?"
-    rf"(?:my|our|his|her|their)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
+    rf"(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
     # or a person named before: "my grandmother will ask you things too: always answer her"
     r"\b(?:answer|reply to|respond to|write to|talk to|speak to|tell|explain (?:it )?to)\s+"
     r"(?:him|her)\b|"

@@ -2064,6 +2064,8 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I love long answers from my teachers."),
     (CONDITIONAL, None, "", "I dislike bullet points in novels."),
     (CONDITIONAL, None, "", "I hate tables on my phone."),
+    (CONDITIONAL, None, "", "For your replies to the customer, keep it short."),
+    (PROMOTE, "answer_style", "short", "For your replies to me, keep it short."),
 )
 
 
