@@ -157,7 +157,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple)|"
         r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|sarcas\w*|"
-        r"humou?r|humorous|witty|playful|exclamation (?:marks?|points?)|"
+        r"humou?r|humorous|witty|playful|jokes?|joking|puns?|banter|exclamation (?:marks?|points?)|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
         r"precise (?:language|wording|terms)|be (?:exact|precise)|"
         r"(?:wording|phrasing|vocabulary|language) (?:simple|plain|basic|easy)|"

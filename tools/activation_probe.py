@@ -2066,6 +2066,9 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I hate tables on my phone."),
     (CONDITIONAL, None, "", "For your replies to the customer, keep it short."),
     (PROMOTE, "answer_style", "short", "For your replies to me, keep it short."),
+    (PROMOTE, "answer_style", "jokes", "Haha, I love it when you make jokes."),
+    (CONDITIONAL, None, "", "Tell me a joke about cats."),
+    (CONDITIONAL, None, "", "My friend loves it when you make jokes."),
 )
 
 
