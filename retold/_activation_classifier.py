@@ -227,8 +227,10 @@ _ASKING = (
     r"repl(?:y|ies)|responses?|topics?|subjects?|things?|stuff)"
 )
 _TRIGGER = re.compile(
-    r"\b(?:when|whenever|while|during|if|unless|until|today|tonight|tomorrow|yesterday|"
-    r"(?:this|next) (?:week|month|time|chat|conversation|session|semester|term|year|quarter|"
+    # "from today" is "from now on", and "for next time" is "for future reference"
+    r"\b(?:when|whenever|while|during|if|unless|until|(?<!from )today|tonight|tomorrow|yesterday|"
+    r"this time|(?<!for )(?<!for the )next time|"
+    r"(?:this|next) (?:week|month|chat|conversation|session|semester|term|year|quarter|"
     r"trip|holiday|holidays|vacation|project|season|course|summer|winter|spring|autumn|fall|"
     r"weekend)|right now|for now|"
     # a start or an end: "starting next month", "after my exam", "until we move"
@@ -259,6 +261,7 @@ _TRIGGER = re.compile(
     # every reply: "for your replies", "for all your answers"
     r"(?:all (?:of )?)?your (?:answers|repl(?:y|ies)|responses|messages)(?! to (?!me\b))|"
     r"example|instance|sure|real|what it's worth|reference|future reference|the future|"
+    r"(?:the )?next time|"
     r"later reference)\b|"
     # what a reply holds, any of it (not that of one item: "for comparisons in my thesis")
     r"(?:weights?|temperatures?|distances?|heights?|measurements?|times|dates|prices|"
@@ -400,7 +403,8 @@ _STANDING = re.compile(
     r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me|"
-    r"no matter (?:what|the topic|the subject)|for future reference)\b|"
+    r"no matter (?:what|the topic|the subject)|for future reference|for (?:the )?next time|"
+    r"from today(?: on(?:wards?)?)?|make (?:it )?a habit (?:of|to))\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
     # "no emoji, ever", "Don't greet me. Ever.": a trailing "ever" after a pause
     r"[,.!]\s*ever\b"
@@ -419,7 +423,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|"
+    r"bother|default|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -455,6 +459,8 @@ _PREFERENCE_FORM = re.compile(
     r"\bi\s+(?:really\s+)?(?:hate|dislike|love|(?:can't|cannot|ca not) stand)\s+(?:it\s+)?"
     r"(?:when(?:ever)?|if)\s+you\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
+    # "my preference is British spelling"
+    r"\bmy (?:(?:personal|general|strong|own)\s+)?preference (?:is|would be)\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
@@ -475,7 +481,7 @@ _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps|"
     r"lists|ideas? per|"
-    r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|"
+    r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
     rf"{_LANGUAGE_WANTED}|"
     rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM}|{FOREIGN_ANSWER_STYLE})(?!\w)"
@@ -611,9 +617,20 @@ def _hedged(claim: str) -> bool:
     return any(_HEDGE.search(c) for c in instruction_clauses(claim) or [claim])
 
 
+_PLAIN_LANGUAGE = re.compile(
+    r"\b(?:plain|simple|simpler|basic|everyday|clear)\s+(?:english|inglés|ingles|anglais|englisch)\b"
+)
+
+
 def _categories(claim: str) -> list[str]:
     """The allowlisted categories whose keywords ``claim`` (normalised) contains."""
-    found = [name for name, pat in _CATEGORY_PATTERNS.items() if pat.search(claim)]
+    # "plain English", "simple English": a way of writing (answer style), not a language
+    language = _PLAIN_LANGUAGE.sub(" ", claim)
+    found = [
+        name
+        for name, pat in _CATEGORY_PATTERNS.items()
+        if pat.search(language if name == "response_language" else claim)
+    ]
     # An accessibility need stated together with the formatting it calls for ("I'm blind,
     # so avoid tables") is one accessibility preference, not two.
     if "accessibility" in found and set(found) <= {"accessibility", "answer_style"}:

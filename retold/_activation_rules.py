@@ -263,6 +263,7 @@ _REQUEST_QUESTION = re.compile(
 _STANDING = re.compile(
     r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
     r"every (?:single )?time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
+    r"for (?:the )?next time|from today(?: on(?:wards?)?)?|make (?:it )?a habit (?:of|to)|"
     r"in all (?:your )?(?:answers|replies|responses)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
@@ -460,6 +461,14 @@ def _addressed(
     return [w for w in tokens if w not in _CLAUSE_BREAK or w.isalpha()]
 
 
+# A participle completing what the principal wants, not a report: "I don't need the basics
+# explained", "I want everything explained simply" (the word before it is the object).
+_COMPLEMENT_BEFORE = re.compile(
+    r"\b(?:need|needs|want|wants|like|likes|prefer|prefers|have|has|get|gets)\s+"
+    r"(?:(?:the|my|our|a|an|some|any|all|these|those)\s+)?$"
+)
+
+
 def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can)."""
     if asks(sentence) and not standing_request(sentence):
@@ -480,9 +489,13 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
         or _OTHER_ASSISTANT.search(text)
     ):
         return "third_party"
-    for m in _REPORTED.finditer(IF_IDIOM.sub(" ", text)):
-        if m.group(1) not in _FIRST_PERSON_SINGULAR:
-            return "third_party"
+    unidiomatic_text = IF_IDIOM.sub(" ", text)
+    for m in _REPORTED.finditer(unidiomatic_text):
+        if m.group(1) in _FIRST_PERSON_SINGULAR or _COMPLEMENT_BEFORE.search(
+            unidiomatic_text[: m.start()]
+        ):
+            continue
+        return "third_party"
     return None
 
 

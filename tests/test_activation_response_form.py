@@ -1008,3 +1008,55 @@ def test_verbless_orders_a_language_please_and_a_possible_request_promote(
 )
 def test_terse_chat_preferences_promote(text: str, category: str) -> None:
     assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # "for next time" is "for future reference", not the next occasion of something
+        (
+            "Just so you know for next time, I'm a visual learner, so diagrams and worked "
+            "examples help me most.",
+            "answer_style",
+        ),
+        # a request-question made a habit of
+        ("Could you make a habit of putting a short summary first?", "answer_style"),
+        ("My preference is British spelling.", "answer_style"),
+        ("I prefer a casual tone.", "answer_style"),
+        # a participle completing what the principal wants is not someone's report
+        ("Please talk to me like an expert; I don't need the basics explained.", "answer_style"),
+        ("Default to metric units for me.", "answer_style"),
+        # "plain English" is a way of writing, not a language to answer in
+        ("Plain English please, every time.", "answer_style"),
+        # "from today" is "from now on"
+        ("From today, talk to me in German only.", "response_language"),
+    ],
+)
+def test_next_time_habits_stated_preferences_defaults_and_from_today_promote(
+    text: str, category: str
+) -> None:
+    """Extracted, verified as the user's own sentence, and promoted in its category."""
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Next time I ask about cars, use bullet points.",
+        "For next week, keep your answers short.",
+        "Just this time, keep it short.",
+        "From today until Friday, answer in French.",
+        "I prefer a quiet tone at home.",
+        "My teacher explained that you should always use bullet points.",
+    ],
+)
+def test_the_next_occasion_a_bounded_period_a_setting_and_a_report_are_not_promoted(
+    text: str,
+) -> None:
+    assert all(
+        _classify(t)[0] != "promote"
+        for t in _extracted(text)
+        if find_supporting_claim(t, text) is not None
+    )
+    assert _classify(text)[0] != "promote"
