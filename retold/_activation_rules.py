@@ -316,6 +316,16 @@ _HEARSAY = re.compile(
 )
 # Someone else's habit, not an instruction: "my kids always answer me in English", "our
 # teacher writes in French".
+# What someone does with a reply's parts ("uses", "gives"), in the third person.
+_OTHERS_VERB = (
+    r"(?:(?:always|usually|often|also|normally)\s+)?(?:uses|writes|gives|sends|puts|adds|"
+    r"speaks|picks|chooses|likes)\b"
+)
+# The same with a name: "I love the bullet points Anna uses" (on the sentence as written).
+_OTHERS_NAMED_DO = re.compile(
+    rf"\b(?i:the|those|these)\s+(?:[^\W\d_]+\s+){{1,3}}?(?:(?i:that|which)\s+)?"
+    rf"[A-Z][^\W\d_]+\s+(?i:{_OTHERS_VERB})"
+)
 _OTHERS_DO = re.compile(
     # a thing of the principal's that must behave so: "the bot in my app must never use
     # emojis" (not "my answers should always be short": the replies to the principal)
@@ -333,6 +343,10 @@ _OTHERS_DO = re.compile(
     r"^\W*(?:my|our|his|her|their)\s+[^\W\d_]+(?:\s+[^\W\d_]+)?\s+"
     r"(?:(?:always|never|usually|often|sometimes|also|only)\s+)?"
     r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b|"
+    # what someone else does, liked: "I like the emojis my sister uses", "the short answers
+    # my teacher gives"
+    rf"\b(?:the|those|these)\s+(?:[^\W\d_]+\s+){{1,3}}?(?:that\s+|which\s+)?"
+    rf"(?:my|our|his|her|their)\s+[^\W\d_]+\s+{_OTHERS_VERB}|"
     # the same in the other languages the rules read, whose third person often looks like
     # the imperative ("Mi madre siempre me contesta en español")
     r"^\W*(?:mi|mis|ma|mon|mes|mein|meine|mia|mio|minha|meu|mijn|moja|mój|моя|мой|мій)\s+"
@@ -486,6 +500,7 @@ def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
         or _OTHERS_DO.search(text)
         or _ADDRESSED_TO_OTHERS.search(text)
         or _TO_NAMED.search(sentence)
+        or _OTHERS_NAMED_DO.search(sentence)
         or _OTHER_ASSISTANT.search(text)
     ):
         return "third_party"

@@ -1030,6 +1030,11 @@ def test_terse_chat_preferences_promote(text: str, category: str) -> None:
         ("Plain English please, every time.", "answer_style"),
         # "from today" is "from now on"
         ("From today, talk to me in German only.", "response_language"),
+        # the need's own words after an object are not someone else's doing
+        (
+            "I'm colour blind, so please avoid the colours my condition makes hard to tell apart.",
+            "accessibility",
+        ),
     ],
 )
 def test_next_time_habits_stated_preferences_defaults_and_from_today_promote(
@@ -1049,9 +1054,14 @@ def test_next_time_habits_stated_preferences_defaults_and_from_today_promote(
         "From today until Friday, answer in French.",
         "I prefer a quiet tone at home.",
         "My teacher explained that you should always use bullet points.",
+        # what someone else does, liked
+        "I like the emojis my sister uses.",
+        "I like the tone my sister uses.",
+        "I prefer the short answers my teacher gives.",
+        "I love the bullet points Anna uses.",
     ],
 )
-def test_the_next_occasion_a_bounded_period_a_setting_and_a_report_are_not_promoted(
+def test_the_next_occasion_a_bounded_period_a_setting_a_report_and_someone_elses_style_are_not_promoted(
     text: str,
 ) -> None:
     assert all(
