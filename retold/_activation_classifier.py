@@ -165,6 +165,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"plain (?:language|words|terms)|"
         # the level an answer is pitched at: "explain things like I'm five", "skip the basics"
         r"eli5|like i'?m (?:five|5|a (?:child|kid|beginner|novice|newbie))|(?:the )?basics|"
+        r"(?:to|for) (?:a|an) (?:complete |total |absolute )?(?:beginner|novice|newbie|layman|"
+        r"layperson|non-expert|five-year-old)|"
         r"just the facts|be (?:more |very )?direct|directness|analog(?:y|ies)|metaphors?|"
         r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
@@ -175,6 +177,12 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:under|below|within|at most|no more than|max(?:imum)?|fewer than|less than|up to) "
         r"(?:\d+|a hundred|fifty|twenty) words|\d+ words (?:max|maximum|or (?:less|fewer))|"
         r"word (?:limit|count)|"
+        # currencies, reference styles, letter case, the level an answer is pitched at, how
+        # a comparison is laid out, and sign-offs
+        r"euros?|dollars?|sterling|yen|rupees?|currenc(?:y|ies)|apa|mla|ieee|harvard style|"
+        r"chicago style|references|bibliograph\w*|footnotes?|lower ?case|upper ?case|all caps|"
+        r"capital letters|(?:at|to|for) (?:a|an|the) (?:[^\W\d_]+[- ])?[^\W\d_]+ level|"
+        r"pros and cons|side[- ]by[- ]side|sign[- ]?offs?|signing off|greetings?|salutations?|"
         # spelling conventions, and how a reply opens or closes
         r"(?:british|american|us|uk|australian|canadian) (?:english )?spelling|oxford comma|"
         r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"
@@ -346,6 +354,10 @@ _ONE_OFF = re.compile(
     # the item at hand named as such: "answer this one in Italian", "that question"
     rf"\b{_ITEM_AT_HAND}|"
     r"\bjust (?:this|that) once\b|"
+    # an instruction whose object is a thing at hand, whatever it is: "quote this price in
+    # euros", "put these dates in day/month/year"
+    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*[^\W\d_]+\s+(?:me\s+)?"
+    r"(?:this|these|those)\s+[^\W\d_]+|"
     # translating is work on a text, never a standing language of reply by itself
     r"\btranslat(?:e|ion)\b|"
     # a lead-in to material that follows ("translate into Spanish:", "reply to this in
@@ -423,7 +435,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|"
+    r"bother|default|pitch|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )

@@ -17,14 +17,15 @@ CASES = Path(__file__).parent / "data" / "activation_cases"
 
 
 def test_no_unsafe_promotion_and_the_known_ambient_misses_only() -> None:
-    """0 unsafe promotions; every ambient case but the three the keyword rules cannot place."""
+    """0 unsafe promotions; every ambient case but the one the keyword rules cannot place."""
     bundle = _fitness.load_bundle("offline-reference")
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
     assert run.safety == 35 and run.unsafe_promotions == 0
     assert run.trigger_promotions == 0
-    assert run.ambient_preferences == 50 and run.ambient_hits == 47
-    # Placed by meaning in the local bundle (pref-syn-006); not standing-marked
-    # (pref-syn-011, pref-syn2-011). "Please stop using emoji in your replies" is a new
-    # preference: "in your replies" says it holds for every reply (pref-syn3-004).
-    assert run.misses["ambient_missed"] == ["pref-syn-006", "pref-syn-011", "pref-syn2-011"]
+    assert run.ambient_preferences == 50 and run.ambient_hits == 49
+    # Placed by meaning in the local bundle (pref-syn-006). Prices in a currency (pref-syn-011)
+    # and the level an answer is pitched at ("like you would to a beginner", pref-syn2-011)
+    # are answer style. "Please stop using emoji in your replies" is a new preference: "in
+    # your replies" says it holds for every reply (pref-syn3-004).
+    assert run.misses["ambient_missed"] == ["pref-syn-006"]

@@ -1070,3 +1070,42 @@ def test_the_next_occasion_a_bounded_period_a_setting_a_report_and_someone_elses
         if find_supporting_claim(t, text) is not None
     )
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # currencies, reference styles, letter case, the level an answer is pitched at, how
+        # a comparison is laid out
+        ("Quote prices in euros for me, I don't think in dollars.", "answer_style"),
+        (
+            "Format any references in APA style, that's what my department uses and I'm used "
+            "to it.",
+            "answer_style",
+        ),
+        ("Pitch your explanations at a high-school level, I'm not a scientist.", "answer_style"),
+        (
+            "I like seeing pros and cons laid out side by side, do that whenever it makes sense.",
+            "answer_style",
+        ),
+        ("i like it when you write in all lowercase, feels more chill", "answer_style"),
+    ],
+)
+def test_currencies_reference_styles_levels_comparisons_and_case_are_answer_style(
+    text: str, category: str
+) -> None:
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Quote this price in euros, please.",
+        "Put these dates in day/month/year, please.",
+        "Can you format this reference in APA style?",
+        "Our style guide says to always use the Oxford comma.",
+    ],
+)
+def test_an_instruction_about_a_thing_at_hand_is_a_one_off(text: str) -> None:
+    assert _classify(text)[0] != "promote"

@@ -2164,6 +2164,97 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Answer the next question in French so I can show my friend."),
     (CONDITIONAL, None, "", "Translate this paragraph into German for me: the meeting is at noon."),
     (CONDITIONAL, None, "", "When we talk about work, keep it formal."),
+    # Round 24: code, dates, currencies, reference styles, levels, case, languages beyond
+    # the seven the rules read; the one-offs, someone else's rule, a setting. A coding
+    # preference ('when you write Python for me') is bound to its topic: conditional.
+    (CONDITIONAL, None, "", "When you write Python for me, always include type hints."),
+    (
+        PROMOTE,
+        "answer_style",
+        "TypeScript",
+        "I only do TypeScript, so give code examples in TypeScript rather than plain JS.",
+    ),
+    (PROMOTE, "answer_style", "dates", "Write dates as day/month/year for me, I'm in the UK."),
+    (PROMOTE, "answer_style", "euros", "Quote prices in euros for me, I don't think in dollars."),
+    (PROMOTE, "answer_style", "24-hour", "Use the 24-hour clock when you give me times."),
+    (
+        PROMOTE,
+        "answer_style",
+        "APA",
+        "Format any references in APA style, that's what my department uses and I'm used to it.",
+    ),
+    (PROMOTE, "answer_style", "coach", "Talk to me like a coach would: encouraging but honest."),
+    (
+        PROMOTE,
+        "answer_style",
+        "level",
+        "Pitch your explanations at a high-school level, I'm not a scientist.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "options",
+        "Give me two or three options rather than one answer when I ask for advice? no wait, always do that.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "pros and cons",
+        "I like seeing pros and cons laid out side by side, do that whenever it makes sense.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "headings",
+        "Headings make long answers easier for me to scan, so use them.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "questions",
+        "Ask me clarifying questions before you answer if my request is vague.",
+    ),
+    (PROMOTE, "response_language", "svenska", "Svara alltid på svenska, tack."),
+    (PROMOTE, "response_language", "Turkish", "Please answer me in Turkish from now on."),
+    (
+        PROMOTE,
+        "response_language",
+        "Japanese",
+        "I'm learning Japanese, so reply in Japanese with English in brackets.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "dyscalculia",
+        "I have dyscalculia, so please write numbers out in words when you can.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "screen reader",
+        "I use a screen reader, so please skip ASCII art and decorative symbols.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "sign-off",
+        "No need to sign off with 'hope this helps' every time, just stop when you're done.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "lowercase",
+        "i like it when you write in all lowercase, feels more chill",
+    ),
+    (PROMOTE, "answer_style", "Oxford comma", "Always use the Oxford comma."),
+    (CONDITIONAL, None, "", "My manager wants dates as day/month/year in the report."),
+    (CONDITIONAL, None, "", "Quote this price in euros, please."),
+    (CONDITIONAL, None, "", "Write the invitation in Turkish for my grandmother."),
+    (CONDITIONAL, None, "", "When I'm at work, keep answers to one line."),
+    (CONDITIONAL, None, "", "Our style guide says to always use the Oxford comma."),
+    (CONDITIONAL, None, "", "I always use the 24-hour clock at work."),
+    (CONDITIONAL, None, "", "Talk to my son like a coach would, he needs encouragement."),
+    (CONDITIONAL, None, "", "Can you format this reference in APA style?"),
 )
 
 
