@@ -407,6 +407,41 @@ _ONE_OFF_TASK = re.compile(
     r"(?:(?:me|us)\s+)?(?:a|an|the|some)\s+(?:[^\W\d_]+[\s-]+){0,3}?"
     r"(?:of|about|on|for|from|to)\s+[^\W_]"
 )
+# A task on one definite thing: "send me the report in bullet points", "give me the
+# temperature in Celsius", "price the flights in euros" (not on the reply's own parts: "give
+# me the bottom line first", "keep the answers short", "skip the basics").
+_DEFINITE_TASK = re.compile(
+    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*"
+    r"(?:give|send|show|tell|write|make|get|find|price|quote|convert|explain|list|draw|plan|"
+    r"read|put|do|draft|prepare|present|lay out)\s+(?:(?:me|us)\s+)?(?:the|my|our)\s+"
+    r"(?P<thing>[^\W\d_]+(?:\s+[^\W\d_]+)?)"
+)
+_REPLY_PART = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?|output|text|format\w*|"
+    r"sentences?|words?|wording|paragraphs?|steps|lists?|examples?|summar(?:y|ies)|headings?|"
+    r"tables?|units?|tone|basics|details|gist|point|points|bottom line|facts|takeaways?|"
+    r"short|long|key|main|tl;?dr|version|sources?|references?|citations?|caveats?|"
+    r"disclaimers?|jargon|markdown|emojis?|bullet\w*)\b"
+)
+
+
+# An explanation of one topic: "explain quantum physics to a beginner" (not of things at
+# large: "explain things to me like I'm five", "explain everything simply").
+_EXPLAIN_TOPIC = re.compile(
+    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*explain\s+"
+    r"(?!(?:things|everything|stuff|concepts|ideas|it|them|me|us|yourself|your)\b)[^\W\d_]"
+)
+
+
+def _task_on_a_thing(claim: str) -> bool:
+    """Whether ``claim`` (normalised) asks for a task on one definite thing (not a reply
+    part) or an explanation of one topic."""
+    m = _DEFINITE_TASK.search(claim)
+    if m is not None and not _REPLY_PART.search(m.group("thing")):
+        return True
+    return bool(_EXPLAIN_TOPIC.search(claim))
+
+
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
     r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
@@ -712,7 +747,7 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.5, reason="ambiguous_category"
             )
         category = categories[0]
-        one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim)
+        one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim) or _task_on_a_thing(claim)
         if (one_off and not _STANDING.search(claim)) or _WITHIN_ITEM.search(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"

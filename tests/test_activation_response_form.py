@@ -1105,7 +1105,29 @@ def test_currencies_reference_styles_levels_comparisons_and_case_are_answer_styl
         "Put these dates in day/month/year, please.",
         "Can you format this reference in APA style?",
         "Our style guide says to always use the Oxford comma.",
+        # a task on one definite thing, or an explanation of one topic
+        "Give me the temperature in Celsius.",
+        "Send me the report in bullet points.",
+        "Send me the invoice in dollars.",
+        "Price the flights in euros please.",
+        "Show me the route in kilometres.",
+        "Explain quantum physics to a beginner like my son.",
     ],
 )
 def test_an_instruction_about_a_thing_at_hand_is_a_one_off(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # the reply's own parts, or things at large, are no one thing
+        ("Give me the answer first, always.", "answer_style"),
+        ("Keep the answers short, please.", "answer_style"),
+        ("Please explain things simply, I'm new to this.", "answer_style"),
+    ],
+)
+def test_a_reply_part_or_things_at_large_are_not_a_task_on_one_thing(
+    text: str, category: str
+) -> None:
+    assert _classify(text) == ("promote", category)
