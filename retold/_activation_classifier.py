@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._activation_rules import (
     _NEED,
     _WORD,
+    HELPS_WHEN_YOU,
     IF_IDIOM,
     POLITE_REQUEST,
     SAME_AGAIN,
@@ -155,7 +156,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"waffle|padding|small talk|intros?|introductions|(?:jump|get|go) straight (?:in|to it)|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
-        r"like a friend|friendly|professional|keep it (?:plain|simple)|"
+        r"like a friend|friendly|professional|keep it (?:plain|simple|tight|snappy|crisp|lean)|"
+        r"less is more|chit-?chat|chatter|"
         r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|sarcas\w*|"
         r"humou?r|humorous|witty|playful|jokes?|joking|puns?|banter|exclamation (?:marks?|points?)|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
@@ -506,6 +508,13 @@ _PREFERENCE_FORM = re.compile(
     r"\bi\s+(?:really\s+)?(?:hate|dislike|love|(?:can't|cannot|ca not) stand)\s+(?:it\s+)?"
     r"(?:when(?:ever)?|if)\s+you\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
+    # with the subject dropped: "would really appreciate metric units from here on"
+    r"^\W*(?:would|'d)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate|love|prefer)\b|"
+    rf"{HELPS_WHEN_YOU}|"
+    # less of something asked for: "you don't have to be so formal with me"
+    r"\b(?:you (?:don't|do not|needn't|need not) (?:have|need) to|no need to) be (?:so|that|as)\b|"
+    # "text is always better than audio for me"
+    r"\b(?:is|are) (?:always |usually |generally )?(?:easier|better) than [^;.!?]{1,40}\bfor me\b|"
     # "my preference is British spelling"
     r"\bmy (?:(?:personal|general|strong|own)\s+)?preference (?:is|would be)\b|"
     r"\b(?:you|answers?|repl(?:y|ies)|responses?)\s+(?:should|must|need to)\b|"
@@ -528,7 +537,7 @@ _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps|"
     r"lists|ideas? per|"
-    r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|"
+    r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|prose|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
     rf"{_LANGUAGE_WANTED}|"
     rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM}|{FOREIGN_ANSWER_STYLE})(?!\w)"

@@ -141,10 +141,17 @@ _RETRACTION = re.compile(
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).
+# What helps the principal: "it really helps when you keep sentences short" (a stated
+# preference, and no condition: the "when" clause is what is asked for).
+HELPS_WHEN_YOU = (
+    r"\bit (?:really |always |genuinely )?(?:helps|works better)(?: me)? (?:when(?:ever)?|if) you\b"
+)
 POLITE_REQUEST = (
     r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
     r"love it|like it|prefer it|prefer|"
-    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if you\b"
+    r"be (?:great|nice|good|helpful|better|easier|lovely))\s+if "
+    r"(?:you|your (?:answers?|repl(?:y|ies)|responses?|messages?|explanations?))\b|"
+    rf"{HELPS_WHEN_YOU}"
 )
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 IF_IDIOM = re.compile(
@@ -343,6 +350,10 @@ _OTHERS_DO = re.compile(
     r"^\W*(?:my|our|his|her|their)\s+[^\W\d_]+(?:\s+[^\W\d_]+)?\s+"
     r"(?:(?:always|never|usually|often|sometimes|also|only)\s+)?"
     r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b|"
+    # someone else's state, said first: "my colleague is dyslexic, so keep it simple" (what
+    # follows is for them)
+    rf"^\W*(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\s+(?:is|are|was|were|"
+    r"has|have|gets|needs|can't|cannot|can not)\b|"
     # what someone else does, liked: "I like the emojis my sister uses", "the short answers
     # my teacher gives"
     rf"\b(?:the|those|these)\s+(?:[^\W\d_]+\s+){{1,3}}?(?:that\s+|which\s+)?"

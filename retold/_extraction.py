@@ -403,6 +403,8 @@ _QUESTION_START = re.compile(
 # a question.
 _NOT_A_QUESTION = re.compile(
     r"^\W*(?:which|that)(?:'s| is| was) (?:why|how|the reason)\b|"
+    # the subject dropped: "Would really appreciate metric units"
+    r"^\W*would (?:really |much |greatly )?(?:appreciate|love|prefer)\b|"
     r"^\W*what (?:i|we)(?:'d| would)? (?:really )?(?:want|need|like|prefer|mean|meant|said)\b"
     r"(?![^?]*\?\s*$)",
     re.I,
@@ -535,6 +537,8 @@ _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
     r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
     r"i'd prefer|^\W*prefer|i can't stand|don't (?:use|give|send)|"
+    # the subject dropped: "would really appreciate metric units from here on"
+    r"^\W*(?:would|'d) (?:really |much |greatly )?(?:appreciate|love|prefer)|"
     r"i(?:'d| would)? (?:really )?(?:like|want|need) you to|i'd rather you|"
     r"answer me|reply (?:to me )?in|respond in)\b",
     re.I,

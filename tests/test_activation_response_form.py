@@ -1131,3 +1131,44 @@ def test_a_reply_part_or_things_at_large_are_not_a_task_on_one_thing(
     text: str, category: str
 ) -> None:
     assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Ugh, bullet points again. I really prefer prose.", "answer_style"),
+        ("Less chit-chat, more answers please.", "answer_style"),
+        ("I'd love it if your answers had a quick summary at the end.", "answer_style"),
+        ("Would really appreciate metric units from here on.", "answer_style"),
+        ("You don't have to be so formal with me.", "answer_style"),
+        ("I'm hard of hearing, so text is always better than audio for me.", "accessibility"),
+        ("Less is more with me, keep it tight.", "answer_style"),
+    ],
+)
+def test_prose_chit_chat_if_your_answers_a_dropped_subject_less_formality_and_better_than(
+    text: str, category: str
+) -> None:
+    """The last sentence is extracted whole, verified, and promoted in its category."""
+    last = _extracted(text)[-1]
+    assert text.endswith(last)
+    assert find_supporting_claim(last, text) is not None
+    assert _classify(last) == ("promote", category)
+
+
+def test_what_helps_when_the_assistant_does_it_keeps_the_need_it_is_for() -> None:
+    """'It really helps when you ...' is a stated preference with no trigger, and the need
+    said just before it is kept with it."""
+    text = "I'm dyslexic. It really helps when you keep sentences short."
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, "accessibility")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My colleague is dyslexic, so keep the handout simple.",
+        "My son has ADHD, so use short steps.",
+    ],
+)
+def test_someone_elses_need_said_first_is_theirs(text: str) -> None:
+    assert _classify(text)[0] != "promote"

@@ -2307,6 +2307,73 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Explain quantum physics in simple terms."),
     (CONDITIONAL, None, "", "Explain photosynthesis step by step."),
     (CONDITIONAL, None, "", "Show me the route in kilometres."),
+    # Round 25: complaints then a preference, a dropped subject, 'it helps when you', less
+    # formality, 'better than X for me', someone else's need said first. 'Keep this chat in
+    # Spanish from now on' is bound to this chat: conditional.
+    (
+        PROMOTE,
+        "accessibility",
+        "short",
+        "I'm dyslexic. It really helps when you keep sentences short.",
+    ),
+    (PROMOTE, "answer_style", "prose", "Ugh, bullet points again. I really prefer prose."),
+    (
+        PROMOTE,
+        "answer_style",
+        "intros",
+        "Honestly, I find long intros annoying. Skip them and just answer.",
+    ),
+    (PROMOTE, "answer_style", "chit-chat", "Less chit-chat, more answers please."),
+    (
+        PROMOTE,
+        "answer_style",
+        "summary",
+        "I'd love it if your answers had a quick summary at the end.",
+    ),
+    (PROMOTE, "answer_style", "metric", "Would really appreciate metric units from here on."),
+    (PROMOTE, "answer_style", "emojis", "Pls no emojis, they look unprofessional."),
+    (CONDITIONAL, None, "", "Can we keep this chat in Spanish from now on? I want to practise."),
+    (PROMOTE, "answer_style", "formal", "You don't have to be so formal with me."),
+    (
+        PROMOTE,
+        "accessibility",
+        "audio",
+        "I'm hard of hearing, so text is always better than audio for me.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "bold",
+        "Make your answers skimmable: short paragraphs, bold key terms.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "same language",
+        "Always answer in the same language I write in.",
+    ),
+    (PROMOTE, "answer_style", "tight", "Less is more with me, keep it tight."),
+    (
+        PROMOTE,
+        "accessibility",
+        "idioms",
+        "I'm autistic and take things literally, so please avoid idioms and sarcasm.",
+    ),
+    (PROMOTE, "answer_style", "numbered", "Numbered steps work way better for me than paragraphs."),
+    (
+        PROMOTE,
+        "answer_style",
+        "questions",
+        "Please don't ask me follow-up questions at the end of every answer.",
+    ),
+    (CONDITIONAL, None, "", "Reply to my landlord in a firm tone."),
+    (CONDITIONAL, None, "", "Keep this chat in Spanish."),
+    (CONDITIONAL, None, "", "Less chit-chat in the meeting notes please."),
+    (CONDITIONAL, None, "", "My colleague is dyslexic, so keep the handout simple."),
+    (CONDITIONAL, None, "", "Summaries at the end would be nice for the report."),
+    (CONDITIONAL, None, "", "I'm writing a novel where the narrator never uses contractions."),
+    (CONDITIONAL, None, "", "Give my team the update in bullet points."),
+    (CONDITIONAL, None, "", "Could you explain compound interest simply?"),
 )
 
 
