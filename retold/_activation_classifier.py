@@ -303,6 +303,9 @@ _RESPONSE_CONDITION = re.compile(
     rf"{_RESPONSE_FORM}\b(?!\s+(?:in|from|of|on|to|for)\s+(?:the|this|that|these|those|my|our)\b)|"
     rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
     rf"detailed|complex)\s+{_RESPONSE_FORM}\b|"
+    # a reply's parts as such: "use bullet points for steps", "numbers for lists"
+    rf"\bfor\s+(?:(?:any|all|the|your)\s+)?{_RESPONSE_FORM}\b"
+    r"(?!\s+(?:in|of|from|for|on|to|about)\s+(?:the|this|that|these|those|my|our)\b)|"
     rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{_RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
     rf"(?:long(?:er)?|lengthy|short|big|complex|detailed)\b|"
     # what a reply holds: "whenever there are numbers in an answer", "when your answer has
@@ -427,6 +430,15 @@ _REPLY_PART = re.compile(
 )
 
 
+# What a standing marker cannot make broad: a thing at hand ("Keep this email short. Always."
+# is about emails, at most) and translating a text ("Translate this into German, always").
+_BOUND_TO_A_THING = re.compile(
+    r"\b(?:this|that|these|those)\s+(?:[^\W\d_]+\s+)?(?:e-?mail|document|doc|report|essay|"
+    r"letter|post|article|draft|slides?|deck|presentation|thesis|paper|cv|resume|proposal|script|"
+    r"speech|code|file|spreadsheet|page|story|poem|recipe|plan|lesson|chapter|book|contract|"
+    r"invoice|form|text|note|card|invitation)s?\b|"
+    r"\btranslat(?:e|ing)\s+(?:this|that|these|those|it|the|my|our|your)\b"
+)
 # An explanation of one topic: "explain quantum physics to a beginner" (not of things at
 # large: "explain things to me like I'm five", "explain everything simply").
 _EXPLAIN_TOPIC = re.compile(
@@ -757,7 +769,11 @@ class OfflineActivationClassifier:
             )
         category = categories[0]
         one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim) or _task_on_a_thing(claim)
-        if (one_off and not _STANDING.search(claim)) or _WITHIN_ITEM.search(claim):
+        if (
+            (one_off and not _STANDING.search(claim))
+            or _WITHIN_ITEM.search(claim)
+            or _BOUND_TO_A_THING.search(claim)
+        ):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"
             )

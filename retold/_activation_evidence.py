@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._activation_rules import (
     _about_principal,
     _is_principal_turn,
+    confirms_standing,
     disowns,
     find_supporting_claim,
     framed_before,
@@ -166,16 +167,14 @@ def _candidate_turns(
     return out, whole
 
 
-def _disowned_next(
+def _next_own_turn(
     scope: Principal, turn: TranscriptTurn, session_turns: Sequence[TranscriptTurn]
-) -> bool:
-    """Whether the principal's next user turn of the session (``session_turns``, all of
-    them) takes ``turn`` back."""
+) -> TranscriptTurn | None:
+    """The next user turn of the session (``session_turns``, all of them) after ``turn``,
+    when the principal wrote it."""
     later = (t for t in session_turns if t.turn_index > turn.turn_index and t.role is Role.USER)
     following = next(later, None)
-    return (
-        following is not None and _is_principal_turn(following, scope) and disowns(following.text)
-    )
+    return following if following is not None and _is_principal_turn(following, scope) else None
 
 
 def verify_evidence(
@@ -192,16 +191,22 @@ def verify_evidence(
     for turn in candidates:
         if not _is_principal_turn(turn, scope):
             continue
-        match = find_supporting_claim(record.text, turn.text)
-        if match is None:
-            continue
         # The session is usually read whole already; a fallback turn's is read here.
         session_turns = whole.get(turn.session_id)
         if session_turns is None:
             session_turns = store.turns(scope, turn.session_id)
-        if not _disowned_next(scope, turn, session_turns) and not framed_before(
-            scope, turn, session_turns, match
-        ):
+        following = _next_own_turn(scope, turn, session_turns)
+        if following is not None and disowns(following.text):
+            continue
+        # Asked, then said to stand when the assistant asked for how long ("Can you keep
+        # your answers shorter?" ... "From now on, please."): the claim is both.
+        confirmed = (
+            following.text if following is not None and confirms_standing(following.text) else ""
+        )
+        match = find_supporting_claim(record.text, turn.text, confirmed=confirmed)
+        if match is None:
+            continue
+        if not framed_before(scope, turn, session_turns, match):
             return VerifiedEvidence(
                 ref=turn.ref,
                 sentence_index=match.sentence_index,

@@ -747,12 +747,16 @@ ONLY_STANDS = re.compile(
 _MAX_CLAIM_SENTENCES = 3
 
 
-def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None:
+def find_supporting_claim(
+    record_text: str, turn_text: str, *, confirmed: str = ""
+) -> ClaimMatch | None:
     """The first sentence of ``turn_text`` that states ``record_text`` directly, or None.
 
     Deterministic and lexical; see the module docstring for the exact rule. Only the
     user's own words count (:func:`own_words`): pasted and quoted material never supports
-    a claim.
+    a claim. ``confirmed``: the principal's next turn, when it only says that what they
+    asked stands (:func:`confirms_standing`); the turn's last sentence is read together with
+    it ("Can you keep your answers shorter?" + "From now on, please.").
     """
     wanted = _content_stems(record_text)
     if not wanted:
@@ -774,6 +778,10 @@ def find_supporting_claim(record_text: str, turn_text: str) -> ClaimMatch | None
     record_negated = _negated(_words(record_text))
     need = min(2, len(wanted))
     sentences = _sentences(own)
+    if confirmed and sentences:
+        # one claim said over two turns, read as one sentence: "Can you keep your answers
+        # shorter — from now on, please."
+        sentences[-1] = f"{sentences[-1].rstrip('?.!;: ')} — {confirmed.strip()}"
     usable = [_disqualified(s, _words(s)) is None for s in sentences]
     # A record may span consecutive sentences of the turn ("use metric units, always; I never
     # know what a foot is"): the run of usable sentences that states most of it is the claim
@@ -890,9 +898,42 @@ _SOMEONE_ELSE_READING = re.compile(
 )
 
 
+# The principal's next turn opening by keeping what they just asked to the moment: "No,
+# only for this message", "Just this one", "Not always, only here", "For now, yes".
+_NARROWED = re.compile(
+    r"^\W*(?:(?:no|nope|nah|oh|ah|well|sorry|yes|yeah|yep|ok|okay)\W+)*"
+    r"(?:(?:just|only)\s+(?:(?:for\s+)?(?:this|that)(?:\s+(?:one|once|time|message|answer|reply|"
+    r"question|chat|conversation|email|text|request|draft))?|here|once|the once|today|"
+    r"for (?:now|today|the moment))|"
+    r"not (?:always|every time|from now on|in general|for good|forever|permanently)|"
+    r"this (?:once|one time)|one[- ]off|for now)"
+    # and nothing else in that clause ("Just this morning I ..." tells a story)
+    r"\s*(?:[,.!;]|$|(?:though|thanks|thank you|please)\b)"
+)
+
+
+# A whole turn that only answers "just now, or from now on?" with the latter: "From now on,
+# please.", "No, always.", "Yes, exactly like that, every time."
+_CONFIRMS_STANDING = re.compile(
+    r"^\W*(?:(?:yes|yeah|yep|yup|sure|no|nope|ok|okay|exactly|perfect|great|please|"
+    r"(?:exactly |just )?like (?:that|this))\W+)*"
+    r"(?:always|(?:every|each) (?:single )?time|from now on|from here on|going forward|"
+    r"by default|as a rule|for good|at all times|in general)"
+    r"(?:\W+(?:please|pls|plz|thanks|thank you|ty))*\W*$"
+)
+
+
+def confirms_standing(turn_text: str) -> bool:
+    """Whether the principal's whole turn only says that what they asked just before stands
+    (the answer to "just this once, or from now on?")."""
+    return bool(_CONFIRMS_STANDING.match(_normalise_text(own_words(turn_text))))
+
+
 def disowns(turn_text: str) -> bool:
-    """Whether the principal's next turn takes back what they just said (see ``_DISOWNED``)."""
-    return bool(_DISOWNED.search(_normalise_text(own_words(turn_text))))
+    """Whether the principal's next turn takes back what they just said (see ``_DISOWNED``),
+    or keeps it to the moment (``_NARROWED``): either way it states no standing wish."""
+    text = _normalise_text(own_words(turn_text))
+    return bool(_DISOWNED.search(text) or _NARROWED.search(text))
 
 
 # An earlier turn of the session that sets what follows apart from the principal's standing

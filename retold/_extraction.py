@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +22,15 @@ import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._activation_classifier import PLEASE, standing_instruction
-from ._activation_rules import IF_IDIOM, ONLY_STANDS, SAME_AGAIN, asks, standing_request
+from ._activation_classifier import PLEASE, instruction_clauses, standing_instruction
+from ._activation_rules import (
+    IF_IDIOM,
+    ONLY_STANDS,
+    SAME_AGAIN,
+    asks,
+    confirms_standing,
+    standing_request,
+)
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
@@ -786,6 +794,19 @@ _SELF_DESCRIPTION = re.compile(
 _NEED = re.compile(ACCESSIBILITY, re.I)
 
 
+def _confirmed(turns: Sequence[TranscriptTurn], user: str | None) -> dict[int, TranscriptTurn]:
+    """The principal's turns whose next user turn only says that what they asked stands
+    ("From now on, please.", "No, always."), by turn index, with that next turn."""
+    asked = [t for t in turns if t.role is Role.USER]
+    return {
+        before.turn_index: after
+        for before, after in itertools.pairwise(asked)
+        if is_principal_turn(before, user)
+        and is_principal_turn(after, user)
+        and confirms_standing(after.text)
+    }
+
+
 class OfflineExtractor:
     """Deterministic, rule-based extractor for running with no model (offline reference).
 
@@ -806,17 +827,31 @@ class OfflineExtractor:
         self, turns: Sequence[TranscriptTurn], *, user: str | None
     ) -> list[ExtractedRecord]:
         out: list[ExtractedRecord] = []
+        confirmed = _confirmed(turns, user)
+        consumed = {t.turn_index for t in confirmed.values()}
         for turn in turns:
-            if not is_principal_turn(turn, user):
+            if not is_principal_turn(turn, user) or turn.turn_index in consumed:
                 continue
             # The record written for the turn's previous sentence, when that sentence
             # described the user ("I'm dyslexic, big blocks of text are hard for me."):
             # a standing instruction right after it is asked for that reason, and keeps it.
             reason: ExtractedRecord | None = None
-            for sentence in _joined_fragments(_sentences(turn.text)):
+            sentences = _joined_fragments(_sentences(turn.text))
+            for at, sentence in enumerate(sentences):
                 if _too_short(sentence):
                     reason = None
                     continue
+                evidence: tuple[int, ...] = (turn.turn_index,)
+                confirmation = confirmed.get(turn.turn_index)
+                if (
+                    confirmation is not None
+                    and at == len(sentences) - 1
+                    and (asks(sentence) or instruction_clauses(sentence))
+                ):
+                    # Asked, then said to stand in the next turn ("Can you keep your
+                    # answers shorter?" ... "From now on, please."): one request, in both.
+                    sentence = f"{sentence} {confirmation.text.strip()}"
+                    evidence = (turn.turn_index, confirmation.turn_index)
                 request = standing_request(sentence)
                 opener = _SUBORDINATE_OPENER.match(sentence)
                 main = sentence[opener.end() - 1 :] if opener else sentence
@@ -866,7 +901,7 @@ class OfflineExtractor:
                 record = ExtractedRecord(
                     kind=kind,
                     text=sentence,
-                    evidence_turns=(turn.turn_index,),
+                    evidence_turns=evidence,
                     confidence=0.5 if hypothetical else 0.8,
                     speaker=turn.speaker or user,
                     attribute=attribute,

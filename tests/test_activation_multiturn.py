@@ -1,11 +1,13 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Thirty-one personas state 120 answer-style, language and accessibility preferences in the
+Thirty-two personas state 123 answer-style, language and accessibility preferences in the
 middle of ordinary sessions:
 
 - after a game that has ended, a translation, a quoted note or someone else's preference;
 - as a relative clause ("Which is why I want you to ..."), as the answer to the assistant's
-  question, as a request-question ("Would you mind using metric with me?"), at the end of a
+  question, as a request-question ("Would you mind using metric with me?"), as a request the
+  next turn says stands when the assistant asks for how long ("Can you keep your answers
+  shorter?" ... "From now on, please."), at the end of a
   long message about something else, or said again after a lead-in ("I've said it before:
   short answers, always.");
 - in a list about themselves beside their occupation (which a later occupation must not
@@ -26,13 +28,15 @@ middle of ordinary sessions:
   liever korte antwoorden, altijd.", "Gebruik voortaan genummerde lijsten als je stappen
   uitlegt").
 
-Beside them, 209 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 221 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier, a test announced in the same turn, someone else at the device, answers
 read to a class; quoted, relayed, reported, sarcastic, future, past and hypothetical wishes; a
 question about the assistant's habits; a family rule, a teacher's rule, a rule for a
 repository, for "the essay", for a class of the principal's own writing ("For all my emails
 to the landlord, ..."), for one topic, one setting ("in exams") or the next couple of hours;
-a pasted system prompt, a bot's persona, what an app someone builds should do; access needs
+a request the next turn keeps to the moment ("No, only for this message"), or says
+stands for something the principal does not want broadly (a translation, "this email", a
+reply to their boss, someone else's wish); a pasted system prompt, a bot's persona, what an app someone builds should do; access needs
 and languages that are someone else's; a change of language for a while or for one answer;
 and in the other languages one-off requests that name a style ("Bitte erkläre mir kurz, wie
 ...", "Dammi un elenco puntato ..."), a rule within one document, a condition ("Als ik moe
@@ -74,8 +78,8 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 120, run.misses
+    assert run.ambient_preferences == 123, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 120 - len(KNOWN_MISSES[name]), run.misses
+    assert run.ambient_hits == 123 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 209 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 221 and run.unsafe_promotions == 0, run.misses

@@ -1172,3 +1172,66 @@ def test_what_helps_when_the_assistant_does_it_keeps_the_need_it_is_for() -> Non
 )
 def test_someone_elses_need_said_first_is_theirs(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a standing marker does not make a thing at hand, or a translation, broad
+        "Keep this email short. Always.",
+        "Translate this into German, always.",
+    ],
+)
+def test_a_thing_at_hand_or_a_translation_stays_bound_with_a_standing_marker(text: str) -> None:
+    assert _classify(text)[0] != "promote"
+
+
+def test_a_request_said_to_stand_in_the_next_turn_is_one_claim_of_both_turns() -> None:
+    """'Can you keep your answers shorter?' ... 'From now on, please.': one record, whose
+    evidence is both turns, verified as one claim of the principal's own words, promoted."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    said = [
+        "Can you keep your answers shorter?",
+        "Sure. Just for now, or from now on?",
+        "From now on, please.",
+    ]
+    turns = [
+        TranscriptTurn(
+            session_id="s",
+            turn_index=i,
+            role=Role.USER if i % 2 == 0 else Role.ASSISTANT,
+            text=t,
+            time=when,
+        )
+        for i, t in enumerate(said)
+    ]
+    (record,) = OfflineExtractor().extract(turns, user=None)
+    assert record.text == "Can you keep your answers shorter? From now on, please."
+    assert record.evidence_turns == (0, 2)
+    assert find_supporting_claim(record.text, said[0]) is None  # the question alone
+    match = find_supporting_claim(record.text, said[0], confirmed=said[2])
+    assert match is not None
+    assert _classify(match.sentence) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    ("text", "confirms", "narrows"),
+    [
+        ("From now on, please.", True, False),
+        ("No, always.", True, False),
+        ("Yes, exactly like that, every time.", True, False),
+        ("No, only for this message.", False, True),
+        ("Yes, just this one.", False, True),
+        ("Not always, only here.", False, True),
+        ("For now, yes.", False, True),
+        # a story or a new topic is neither
+        ("Just this morning I went running.", False, False),
+        ("Just now I realised I left the oven on.", False, False),
+        ("Always a pleasure. What's the weather tomorrow?", False, False),
+    ],
+)
+def test_what_the_next_turn_says_of_a_request(text: str, confirms: bool, narrows: bool) -> None:
+    from retold._activation_rules import confirms_standing, disowns
+
+    assert confirms_standing(text) is confirms
+    assert disowns(text) is narrows
