@@ -669,6 +669,31 @@ def _instructs(clause: str) -> bool:
     return _explicit_instruction(clause) or bool(_STANDING.fullmatch(clause))
 
 
+# Where a sentence's clauses part, for telling what each asks for.
+_PART_SPLIT = re.compile(r"\s*(?:[,;\u2014\u2013]|\s-\s|\band\b)\s*", re.I)
+
+
+def category_parts(sentence: str) -> list[str]:
+    """A sentence asking for a language of reply and an answer style in clauses of their
+    own ("Always answer in English, no emojis"), as one text per category: the clauses that
+    name it, with those that name neither (a standing marker, "please") kept in both, in
+    order. Empty for any other sentence, or when one clause names both ("Short answers in
+    Spanish")."""
+    if set(_categories(_normalise_text(sentence))) != {"response_language", "answer_style"}:
+        return []
+    clauses = [c.strip() for c in _PART_SPLIT.split(sentence) if c and c.strip(" .!")]
+    named = [set(_categories(_normalise_text(c))) for c in clauses]
+    if any(len(n) > 1 for n in named):
+        return []
+    return [
+        ", ".join(
+            c.rstrip(" .!") for c, n in zip(clauses, named, strict=True) if not n or name in n
+        )
+        + "."
+        for name in ("response_language", "answer_style")
+    ]
+
+
 def instruction_clauses(claim: str) -> list[str]:
     """The clauses of ``claim`` phrased as an instruction to the assistant (normalised):
     "small request: end your answers with a recap, always" -> ["end your answers with a
@@ -764,9 +789,14 @@ class OfflineActivationClassifier:
                 decision="conditional", confidence=0.9, reason="not_a_response_preference"
             )
         if len(categories) > 1:
-            return ActivationProposal(
-                decision="review", confidence=0.5, reason="ambiguous_category"
-            )
+            # A claim asking for several: the record says which of them it holds ("Always
+            # answer in English" of "Always answer in English, no emojis").
+            held = [c for c in _categories(_normalise_text(request.record_text)) if c in categories]
+            if len(held) != 1:
+                return ActivationProposal(
+                    decision="review", confidence=0.5, reason="ambiguous_category"
+                )
+            categories = held
         category = categories[0]
         one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim) or _task_on_a_thing(claim)
         if (

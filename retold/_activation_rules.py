@@ -415,6 +415,19 @@ def _negated(words: Iterable[str]) -> bool:
     return any(w in _NEGATIONS for w in words)
 
 
+# Where a sentence's clauses part, for reading a negation where it applies.
+_CLAUSE_PARTS = re.compile(r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\band\b|\bbut\b)\s*", re.I)
+
+
+def _claim_negated(sentence: str, wanted: set[str]) -> bool:
+    """Whether the clauses of ``sentence`` that hold the claim's words (``wanted`` stems) are
+    negated: "Always answer in English, no emojis" states "Always answer in English"
+    unnegated; "I don't want short answers" negates "short answers"."""
+    clauses = [c for c in _CLAUSE_PARTS.split(sentence) if c and c.strip()]
+    holding = [c for c in clauses if wanted & {_stem(w) for w in _words(c)}]
+    return _negated(w for c in holding or clauses for w in _words(c))
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
@@ -775,7 +788,7 @@ def find_supporting_claim(
         WITHDRAWAL.search(record_norm) or WITHDRAWAL_OR_NEW.search(record_norm)
     ):
         return None
-    record_negated = _negated(_words(record_text))
+    record_negated = _claim_negated(record_text, wanted)
     need = min(2, len(wanted))
     sentences = _sentences(own)
     if confirmed and sentences:
@@ -796,7 +809,7 @@ def find_supporting_claim(
                 continue
             sentence = " ".join(sentences[index : index + span])
             words = _words(sentence)
-            if _negated(words) != record_negated:
+            if _claim_negated(sentence, wanted) != record_negated:
                 continue
             matched = len(wanted & {_stem(w) for w in words})
             if matched < need or matched / len(wanted) < 0.6:

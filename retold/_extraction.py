@@ -22,7 +22,12 @@ import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._activation_classifier import PLEASE, instruction_clauses, standing_instruction
+from ._activation_classifier import (
+    PLEASE,
+    category_parts,
+    instruction_clauses,
+    standing_instruction,
+)
 from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
@@ -910,7 +915,19 @@ class OfflineExtractor:
                     else EpistemicState.ASSERTED,
                     event_time=turn.time if kind is RecordKind.EVENT else None,
                 )
-                out.append(record)
+                parts = category_parts(sentence) if instruction and not hypothetical else []
+                if parts:
+                    # A language of reply and an answer style asked for in clauses of their
+                    # own ("Always answer in English, no emojis"): one record each, so that
+                    # a later change of one leaves the other in force.
+                    out.extend(
+                        record.model_copy(
+                            update={"text": part, "attribute": _attribute(part, True)}
+                        )
+                        for part in parts
+                    )
+                else:
+                    out.append(record)
                 self_description = not (instruction or withdrawal or hypothetical)
                 reason = record if self_description and _SELF_DESCRIPTION.match(sentence) else None
         return out

@@ -1235,3 +1235,59 @@ def test_what_the_next_turn_says_of_a_request(text: str, confirms: bool, narrows
 
     assert confirms_standing(text) is confirms
     assert disowns(text) is narrows
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        (
+            "Always answer in English, no emojis.",
+            ["Always answer in English.", "no emojis."],
+        ),
+        (
+            "Please always reply in German, and use bullet points.",
+            ["Please always reply in German.", "use bullet points."],
+        ),
+        (
+            "I'd like you to always reply in Italian and use a formal tone.",
+            ["I'd like you to always reply in Italian.", "use a formal tone."],
+        ),
+    ],
+)
+def test_a_language_and_a_style_in_clauses_of_their_own_are_two_promoted_records(
+    text: str, parts: list[str]
+) -> None:
+    """One record per category, each verified on the whole sentence (a negation in the other
+    clause is not its own) and promoted in the category its record names."""
+    assert _extracted(text) == parts
+    for part, category in zip(parts, ["response_language", "answer_style"], strict=True):
+        match = find_supporting_claim(part, text)
+        assert match is not None and match.sentence == text
+        request = _request(text).model_copy(update={"record_text": part})
+        proposal = OfflineActivationClassifier().classify(request)
+        assert (proposal.decision, proposal.category) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one clause names both: no record can hold one of them alone
+        "Short answers in Spanish from now on, please.",
+        # what makes the whole sentence conditional still does
+        "Always answer in Spanish when we talk about food, and keep it short.",
+        "Answer my boss in French and keep it short, always.",
+    ],
+)
+def test_a_language_and_a_style_that_cannot_be_told_apart_or_are_bound_are_not_promoted(
+    text: str,
+) -> None:
+    for part in _extracted(text):
+        request = _request(text).model_copy(update={"record_text": part})
+        assert OfflineActivationClassifier().classify(request).decision != "promote"
+
+
+def test_a_negation_in_another_clause_is_not_the_claims() -> None:
+    assert find_supporting_claim(
+        "Always answer in English.", "Always answer in English, no emojis."
+    )
+    assert find_supporting_claim("I want short answers.", "I don't want short answers.") is None

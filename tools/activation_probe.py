@@ -2374,6 +2374,21 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "I'm writing a novel where the narrator never uses contractions."),
     (CONDITIONAL, None, "", "Give my team the update in bullet points."),
     (CONDITIONAL, None, "", "Could you explain compound interest simply?"),
+    # A language and a style asked for in clauses of their own: one record each.
+    (PROMOTE, "response_language", "English", "Always answer in English, no emojis."),
+    (PROMOTE, "answer_style", "emojis", "Always answer in English, no emojis."),
+    (
+        PROMOTE,
+        "response_language",
+        "German",
+        "Please always reply in German, and use bullet points.",
+    ),
+    (PROMOTE, "answer_style", "bullet", "Please always reply in German, and use bullet points."),
+    (PROMOTE, "response_language", "Spanish", "From now on answer in Spanish and keep it short."),
+    (PROMOTE, "answer_style", "short", "From now on answer in Spanish and keep it short."),
+    (CONDITIONAL, None, "", "For this email, write in French and keep it short."),
+    (CONDITIONAL, None, "", "Answer my boss in French and keep it short, always."),
+    (CONDITIONAL, None, "", "Always answer in Spanish when we talk about food, and keep it short."),
 )
 
 
