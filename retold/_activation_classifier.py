@@ -15,6 +15,7 @@ from ._activation_rules import (
     IF_IDIOM,
     POLITE_REQUEST,
     SAME_AGAIN,
+    SUBJECTLESS_WISH,
     WITHDRAWAL,
     WITHDRAWAL_OR_NEW,
     _addressed,
@@ -520,8 +521,7 @@ _PREFERENCE_FORM = re.compile(
     r"\bi\s+(?:really\s+)?(?:hate|dislike|love|(?:can't|cannot|ca not) stand)\s+(?:it\s+)?"
     r"(?:when(?:ever)?|if)\s+you\b|"
     r"\bi(?:'d| would)\s+(?:really\s+)?(?:appreciate|love)\b|^\W*prefer\b|"
-    # with the subject dropped: "would really appreciate metric units from here on"
-    r"^\W*(?:would|'d)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate|love|prefer)\b|"
+    rf"{SUBJECTLESS_WISH}|"
     rf"{HELPS_WHEN_YOU}|"
     # less of something asked for: "you don't have to be so formal with me"
     r"\b(?:you (?:don't|do not|needn't|need not) (?:have|need) to|no need to) be (?:so|that|as)\b|"

@@ -141,6 +141,10 @@ _RETRACTION = re.compile(
 )
 # A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
 # request, not a hypothetical (the activation classifier reads it as an instruction).
+# A wish with its subject dropped: "Would really appreciate metric units from here on".
+SUBJECTLESS_WISH = (
+    r"^\W*(?:would|'d)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate|love|prefer)\b"
+)
 # What helps the principal: "it really helps when you keep sentences short" (a stated
 # preference, and no condition: the "when" clause is what is asked for).
 HELPS_WHEN_YOU = (

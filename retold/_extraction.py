@@ -32,6 +32,7 @@ from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
     SAME_AGAIN,
+    SUBJECTLESS_WISH,
     asks,
     confirms_standing,
     standing_request,
@@ -416,8 +417,7 @@ _QUESTION_START = re.compile(
 # a question.
 _NOT_A_QUESTION = re.compile(
     r"^\W*(?:which|that)(?:'s| is| was) (?:why|how|the reason)\b|"
-    # the subject dropped: "Would really appreciate metric units"
-    r"^\W*would (?:really |much |greatly )?(?:appreciate|love|prefer)\b|"
+    rf"{SUBJECTLESS_WISH}|"
     r"^\W*what (?:i|we)(?:'d| would)? (?:really )?(?:want|need|like|prefer|mean|meant|said)\b"
     r"(?![^?]*\?\s*$)",
     re.I,
@@ -550,8 +550,7 @@ _PREFERENCE = re.compile(
     r"\b(always|never|from now on|please (?:answer|reply|respond|write|use|keep|avoid)|"
     r"i (?:actually |really |generally |much |do |always )?(?:prefer|like|love|hate|dislike)|"
     r"i'd prefer|^\W*prefer|i can't stand|don't (?:use|give|send)|"
-    # the subject dropped: "would really appreciate metric units from here on"
-    r"^\W*(?:would|'d) (?:really |much |greatly )?(?:appreciate|love|prefer)|"
+    rf"{SUBJECTLESS_WISH}|"
     r"i(?:'d| would)? (?:really )?(?:like|want|need) you to|i'd rather you|"
     r"answer me|reply (?:to me )?in|respond in)\b",
     re.I,
@@ -820,6 +819,10 @@ class OfflineExtractor:
     fact by keyword rules, an attribute slug for a few well-known attributes ("residence",
     "diet", "answer_style", ...) or "my X is ..." phrases, and hypothetical epistemic state
     for conditionals. Questions, assistant and tool turns and third parties' turns are skipped.
+    A request the principal's next turn says stands ("Can you keep your answers shorter?" ...
+    "From now on, please.") is one record of both turns. A sentence asking for a language of
+    reply and an answer style in clauses of their own ("Always answer in English, no
+    emojis") is one record per category.
     A sentence describing the user ("I'm dyslexic.") followed in the same turn by a standing
     instruction ("Please always keep sentences short.") is one preference record of both: the
     instruction keeps the reason it was given for.
