@@ -107,7 +107,7 @@ async def main(db: Path) -> None:
             "session-1",
             "I'm allergic to peanuts, and my dentist is Dr. Okafor on Elm Street.",
         )
-        await turn(chat, "session-1", "Keep answers short and in Portuguese, please.")
+        await turn(chat, "session-1", "Bullet points in Portuguese, please.")
         extracted = await chat.end_session(MAYA, "session-1")
         assert extracted is not None
         print(f"  extraction after the session: {len(extracted.written)} records written")

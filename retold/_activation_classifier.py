@@ -440,6 +440,15 @@ _BOUND_TO_A_THING = re.compile(
     r"invoice|form|text|note|card|invitation)s?\b|"
     r"\btranslat(?:e|ing)\s+(?:this|that|these|those|it|the|my|our|your)\b"
 )
+# A reason that holds for the moment: "keep it short, I'm on my break", "I'm in a hurry".
+_FOR_THE_MOMENT = re.compile(
+    # (not a condition: "when I am driving" is a trigger)
+    r"(?<!when )(?<!whenever )(?<!if )(?<!while )"
+    r"\bi(?:'m| am) (?:(?:just|currently|a bit|really)\s+)?(?:on (?:my|a) (?:lunch )?break|"
+    r"in a (?:hurry|rush|meeting|queue)|driving|running late|about to (?:leave|go|board)|"
+    r"short on time (?:today|now|right now))\b|"
+    r"\bi (?:only )?have (?:a (?:minute|moment|sec(?:ond)?)|(?:two|five|\d+) minutes)\b"
+)
 # An explanation of one topic: "explain quantum physics to a beginner" (not of things at
 # large: "explain things to me like I'm five", "explain everything simply").
 _EXPLAIN_TOPIC = re.compile(
@@ -643,6 +652,9 @@ _VERBLESS_STANDING = re.compile(
 )
 
 
+_SO = re.compile(r",?\s+so\s+")
+
+
 def _explicit_instruction(claim: str) -> bool:
     """Whether ``claim`` (normalised) is phrased as an instruction to the assistant: an
     instruction verb or form, or a request with no verb ("metric units for me, please").
@@ -651,8 +663,10 @@ def _explicit_instruction(claim: str) -> bool:
     if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or PLEASE.search(claim):
         return True
     # after a lead-in too ("I've said it before: short answers, always."): the pattern allows
-    # no colon, so the part after the last one is the only part that can match
-    if _VERBLESS_STANDING.search(claim.rpartition(":")[2]) or _VERBLESS_ORDER.search(claim):
+    # no colon, so the part after the last one is the only part that can match; so too after
+    # a reason ("I skim, so short paragraphs, always.")
+    tails = (claim.rpartition(":")[2], _SO.split(claim)[-1])
+    if any(_VERBLESS_STANDING.search(t) for t in tails) or _VERBLESS_ORDER.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
         return True
@@ -798,7 +812,12 @@ class OfflineActivationClassifier:
                 )
             categories = held
         category = categories[0]
-        one_off = _ONE_OFF.search(claim) or _ONE_OFF_TASK.search(claim) or _task_on_a_thing(claim)
+        one_off = (
+            _ONE_OFF.search(claim)
+            or _ONE_OFF_TASK.search(claim)
+            or _task_on_a_thing(claim)
+            or _FOR_THE_MOMENT.search(claim)
+        )
         if (
             (one_off and not _STANDING.search(claim))
             or _WITHIN_ITEM.search(claim)

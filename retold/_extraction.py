@@ -489,7 +489,7 @@ def _too_short(sentence: str) -> bool:
 # says that it stands.
 _ENDORSES_PREVIOUS = re.compile(
     r"^\W*(?:that's|that is|this is|it's|it is) (?:how|what|the way) i (?:like|prefer|want|need)"
-    r"(?: it| them| things)?\W*$|"
+    r"(?: it| them| things| my (?:answers|replies|responses))?\W*$|"
     # or says it is how the principal's mind works: "that's how my brain works"
     r"^\W*(?:that's|that is|it's|it is) (?:how|the way) (?:i|my brain|my mind|my head) "
     r"(?:works?|thinks?|learns?|reads?|process(?:es)?)\W*$|"

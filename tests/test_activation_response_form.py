@@ -1291,3 +1291,31 @@ def test_a_negation_in_another_clause_is_not_the_claims() -> None:
         "Always answer in English.", "Always answer in English, no emojis."
     )
     assert find_supporting_claim("I want short answers.", "I don't want short answers.") is None
+
+
+def test_an_endorsement_of_my_answers_is_kept_with_what_it_endorses() -> None:
+    """'That's how I like my answers' says what the sentence before it asked for: one
+    record, not a profile line that says nothing on its own."""
+    text = "Bullet points, and keep it brief. That's how I like my answers."
+    assert _extracted(text) == [text]
+
+
+def test_a_verbless_standing_order_after_a_reason_is_an_instruction() -> None:
+    text = "Quick note: I skim, so short paragraphs, always."
+    _assert_promoted_whole(text, "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Keep it short, I'm on my break.",
+        "Keep answers brief please, I'm in a hurry.",
+        "Just the headlines please, I only have a minute.",
+    ],
+)
+def test_a_reason_that_holds_for_the_moment_makes_a_one_off(text: str) -> None:
+    assert _classify(text)[0] != "promote"
+
+
+def test_a_reason_that_holds_for_the_moment_with_a_standing_marker_still_stands() -> None:
+    assert _classify("I'm always in a hurry, so keep answers short, always.")[0] == "promote"

@@ -38,7 +38,7 @@ async def _seed(db: Path) -> None:
                 "a1",
                 [
                     "My dentist is Dr. Okafor on Elm Street.",
-                    "Keep answers short and in Portuguese, please.",
+                    "Bullet points in Portuguese, please.",
                 ],
             ),
             (BOB, "b1", ["My dentist is Dr. Lindqvist on Harbour Road."]),

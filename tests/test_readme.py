@@ -138,7 +138,7 @@ def test_preference_path_runs_as_written(
     code, out, _ = _cli(capsys, after, db)
     assert code == 0
     assert "Please always answer me concisely." in out
-    assert "Keep answers short and in Portuguese, please." in out
+    assert "Bullet points in Portuguese, please." in out
 
 
 def _scripted_model(request: RecordedRequest) -> Any:

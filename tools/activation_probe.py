@@ -2389,6 +2389,48 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "For this email, write in French and keep it short."),
     (CONDITIONAL, None, "", "Answer my boss in French and keep it short, always."),
     (CONDITIONAL, None, "", "Always answer in Spanish when we talk about food, and keep it short."),
+    # Round 26: shouting, 'I told you before', an endorsement of 'my answers', a verbless
+    # order after a reason, a reason that holds for the moment. Misses kept: a bare
+    # imperative with no 'please' or standing marker is not extracted ('For the love of god,
+    # keep it short.'); 'From now on I mean.' after a question in the same turn.
+    (PROMOTE, "answer_style", "EMOJIS", "NO MORE EMOJIS PLEASE 🙏"),
+    (PROMOTE, "response_language", "Spanish", "Please reply in Spanish, I told you before."),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "Bullet points, and keep it brief. That's how I like my answers.",
+    ),
+    (PROMOTE, "answer_style", "short", "For the love of god, keep it short."),
+    (PROMOTE, "answer_style", "paragraphs", "Quick note: I skim, so short paragraphs, always."),
+    (PROMOTE, "answer_style", "summary", "Start every answer with a one-line summary, ok?"),
+    (PROMOTE, "answer_style", "Celsius", "I'm in Europe, so Celsius and kilometres please."),
+    (PROMOTE, "response_language", "português", "Prefiro que me respondas sempre em português."),
+    (PROMOTE, "answer_style", "examples", "Concrete examples help me way more than theory."),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "Can you be a bit less formal? It feels stiff. From now on I mean.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "dyslexia",
+        "Heads up, I have dyslexia, so please avoid long walls of text.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "question",
+        "Stop ending every answer with a question, please, always.",
+    ),
+    (CONDITIONAL, None, "", "No more emojis in the wedding speech please."),
+    (CONDITIONAL, None, "", "Keep it short, I'm on my break."),
+    (CONDITIONAL, None, "", "My dad reads your answers too, so keep them short when he's here."),
+    (CONDITIONAL, None, "", "For the love of god, keep this email short."),
+    (CONDITIONAL, None, "", "Start this answer with a summary."),
+    (CONDITIONAL, None, "", "Concrete examples would help with this one."),
 )
 
 
