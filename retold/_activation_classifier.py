@@ -353,6 +353,8 @@ _ITEM_AT_HAND = (
 )
 # A one-off request about a text at hand ("please shorten this client brief", "translate
 # the following") is a task, not a standing instruction, unless it says it stands.
+# How a request opens before its verb: "please", "just", "now", "can/could/would you".
+_REQUEST_OPENER = r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*"
 _ONE_OFF = re.compile(
     r"\b(?:shorten|rewrite|fix|check|proofread|edit|summari[sz]e|translate|explain|format|"
     r"reword|rephrase|tidy|polish|review|correct)\s+(?:(?:this|these|that|those|the following|"
@@ -362,7 +364,7 @@ _ONE_OFF = re.compile(
     r"\bjust (?:this|that) once\b|"
     # an instruction whose object is a thing at hand, whatever it is: "quote this price in
     # euros", "put these dates in day/month/year"
-    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*[^\W\d_]+\s+(?:me\s+)?"
+    rf"{_REQUEST_OPENER}[^\W\d_]+\s+(?:me\s+)?"
     r"(?:this|these|those)\s+[^\W\d_]+|"
     # translating is work on a text, never a standing language of reply by itself
     r"\btranslat(?:e|ion)\b|"
@@ -408,7 +410,7 @@ _WITHIN_ITEM = re.compile(
 # "write me a short poem about rain"): an article, at most three words, then what it is
 # of or about. A task, not a standing instruction, unless it says it stands.
 _ONE_OFF_TASK = re.compile(
-    r"^\W*(?:(?:please|can you|could you|would you|just|now)\s+)*"
+    rf"{_REQUEST_OPENER}"
     r"(?:give|write|send|make|tell|show|draft|find|get|do|prepare|create|list)\s+"
     r"(?:(?:me|us)\s+)?(?:a|an|the|some)\s+(?:[^\W\d_]+[\s-]+){0,3}?"
     r"(?:of|about|on|for|from|to)\s+[^\W_]"
@@ -417,7 +419,7 @@ _ONE_OFF_TASK = re.compile(
 # temperature in Celsius", "price the flights in euros" (not on the reply's own parts: "give
 # me the bottom line first", "keep the answers short", "skip the basics").
 _DEFINITE_TASK = re.compile(
-    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*"
+    rf"{_REQUEST_OPENER}"
     r"(?:give|send|show|tell|write|make|get|find|price|quote|convert|explain|list|draw|plan|"
     r"read|put|do|draft|prepare|present|lay out)\s+(?:(?:me|us)\s+)?(?:the|my|our)\s+"
     r"(?P<thing>[^\W\d_]+(?:\s+[^\W\d_]+)?)"
@@ -452,7 +454,7 @@ _FOR_THE_MOMENT = re.compile(
 # An explanation of one topic: "explain quantum physics to a beginner" (not of things at
 # large: "explain things to me like I'm five", "explain everything simply").
 _EXPLAIN_TOPIC = re.compile(
-    r"^\W*(?:(?:please|just|now|can you|could you|would you)\s+)*explain\s+"
+    rf"{_REQUEST_OPENER}explain\s+"
     r"(?!(?:things|everything|stuff|concepts|ideas|it|them|me|us|yourself|your)\b)[^\W\d_]"
 )
 

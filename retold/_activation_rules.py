@@ -139,8 +139,6 @@ _RETRACTION = re.compile(
     # or names its author after a dash: "... -- the villain in my novel"
     r"^\s*(?:--|\u2014|\u2013)\s*\w"
 )
-# A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
-# request, not a hypothetical (the activation classifier reads it as an instruction).
 # A wish with its subject dropped: "Would really appreciate metric units from here on".
 SUBJECTLESS_WISH = (
     r"^\W*(?:would|'d)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate|love|prefer)\b"
@@ -150,6 +148,8 @@ SUBJECTLESS_WISH = (
 HELPS_WHEN_YOU = (
     r"\bit (?:really |always |genuinely )?(?:helps|works better)(?: me)? (?:when(?:ever)?|if) you\b"
 )
+# A polite request ("I'd appreciate it if you always ...", "it would help if you ..."): a
+# request, not a hypothetical (the activation classifier reads it as an instruction).
 POLITE_REQUEST = (
     r"\b(?:i'd|i would|it'd|it would)\s+(?:really\s+|much\s+|greatly\s+)?(?:appreciate it|help|"
     r"love it|like it|prefer it|prefer|"
@@ -325,8 +325,6 @@ _HEARSAY = re.compile(
     r"\b(?:said|says|asked|asks|wrote|writes) (?:my|our|his|her|their|the|a|an) [^\W\d_]+|"
     r"\bas (?:[^\W\d_]+\s+){1,3}(?:(?:used|likes?|liked|would) to say|says|said|puts? it)\b"
 )
-# Someone else's habit, not an instruction: "my kids always answer me in English", "our
-# teacher writes in French".
 # What someone does with a reply's parts ("uses", "gives"), in the third person.
 _OTHERS_VERB = (
     r"(?:(?:always|usually|often|also|normally)\s+)?(?:uses|writes|gives|sends|puts|adds|"
@@ -337,6 +335,8 @@ _OTHERS_NAMED_DO = re.compile(
     rf"\b(?i:the|those|these)\s+(?:[^\W\d_]+\s+){{1,3}}?(?:(?i:that|which)\s+)?"
     rf"[A-Z][^\W\d_]+\s+(?i:{_OTHERS_VERB})"
 )
+# Someone else's habit, not an instruction: "my kids always answer me in English", "our
+# teacher writes in French".
 _OTHERS_DO = re.compile(
     # a thing of the principal's that must behave so: "the bot in my app must never use
     # emojis" (not "my answers should always be short": the replies to the principal)
