@@ -521,6 +521,7 @@ _NOT_A_PREFERENCE: tuple[str, ...] = (
     "something that happened to me recently",
     "a one-off task I am asking you to do now",
     "what I like to eat, watch or do in my free time",
+    "something you should remind me of or keep doing for me",
 )
 
 

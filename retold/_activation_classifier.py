@@ -19,11 +19,10 @@ from ._activation_rules import (
     WITHDRAWAL,
     WITHDRAWAL_OR_NEW,
     _addressed,
-    _disqualified,
     _negated,
     _normalise_text,
     _sentences,
-    _words,
+    disqualified_sentences,
     standing_request,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
@@ -149,8 +148,13 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
         r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
         r"numbered|number (?:the|your|each|all|them)|sources|citations?|cite (?:the|your)|"
-        r"(?:link|cite|name|give|include|add|list|mention)(?:s|ing)? (?:the |your |a |any )?sources?|"
-        r"(?:one|single) (?:action|step|thing|idea) (?:per|at a time)|"
+        r"(?:link|cite|name|give|include|add|list|mention|tell me|show)(?:s|ing)? "
+        r"(?:the |your |a |any )?sources?|"
+        # where a stated fact comes from: "tell me where it comes from"
+        r"where (?:it|they|that|this|(?:the |your )?(?:facts?|information|info|claims?|"
+        r"figures?|numbers?|data)) (?:comes?|came) from|"
+        r"(?:one|single) (?:action|step|thing|idea|question) (?:per|at a time)|"
+        r"soften\w*|"
         r"metric|imperial|units?|celsius|fahrenheit|kilomet(?:er|re)s?|km|miles|kilograms?|kg|"
         r"pounds|lbs|feet|inches|centimet(?:er|re)s?|litres|liters|gallons|plain text|plain english|prose|headings?|"
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|fluff|"
@@ -159,6 +163,10 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|keep it (?:plain|simple|tight|snappy|crisp|lean)|"
         r"less is more|chit-?chat|chatter|"
+        # length complained of, or cut down: "your answers are way too long, cut them down"
+        r"(?:answers?|repl(?:y|ies)|responses?|explanations?) (?:are|is|were|was|get|gets) "
+        r"(?:\w+ )?too (?:long|wordy|dense|technical)|wordy|"
+        r"(?:cut|trim|pare) (?:them|your (?:answers|replies|responses)) down|"
         r"blunt\w*|candid\w*|brutally honest|sugar-?coat\w*|diplomatic\w*|sarcas\w*|"
         r"humou?r|humorous|witty|playful|jokes?|joking|puns?|banter|exclamation (?:marks?|points?)|"
         r"simple(?:r)? (?:words|language|english|terms|vocabulary|sentences)|"
@@ -496,7 +504,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|"
+    r"bother|default|pitch|soften|simplify|shorten|sugar-?coat|water down|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -546,6 +554,7 @@ _PREFERENCE_FORM = re.compile(
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
     r"\bhelps? (?:me )?(?:a lot|a great deal|loads|so much|massively|the most)\b|"
+    r"\bmakes? (?:a |all the )?(?:big |huge |real |massive |great |world of )?difference\b|"
     # a comparison settled for the principal: "written instructions beat audio links for me",
     # "concrete examples > abstract explanations for me"
     r"(?:\bbeats?\b|\btrumps?\b|>)[^;.!?]{1,60}\bfor me\b|"
@@ -558,7 +567,8 @@ _PREFERENCE_FORM = re.compile(
 )
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
-    r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps|"
+    r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps?|"
+    r"questions?|"
     r"lists|ideas? per|"
     r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|prose|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
@@ -781,7 +791,7 @@ class OfflineActivationClassifier:
                 decision="review", confidence=0.95, reason="possible_instruction_injection"
             )
         # Sentence by sentence, as the host verified them: "I'm blind. Could you always ...?"
-        if any(_disqualified(s, _words(s)) for s in _sentences(request.claim)):
+        if any(disqualified_sentences(_sentences(request.claim))):
             return ActivationProposal(decision="review", confidence=0.9, reason="not_first_person")
         if _is_withdrawal(request.claim):
             return ActivationProposal(

@@ -27,6 +27,7 @@ from ._lexicon import (
     FOREIGN_ALWAYS,
     FOREIGN_ANSWER_THEM,
     FOREIGN_FOR_THEM,
+    FOREIGN_FROM_NOW_ON,
     FOREIGN_I,
     FOREIGN_IMPERATIVES,
     FOREIGN_REPORTING,
@@ -198,7 +199,8 @@ _THINGS = frozenset(
     "answers replies responses explanations messages lists steps examples sources summaries "
     "paragraphs sentences emojis emoji bullets points headings headers tables links words "
     "numbers figures dates units texts notes suggestions recommendations options things "
-    "items stuff".split()
+    "items stuff intros introductions disclaimers caveats warnings apologies greetings "
+    "pleasantries jokes quotes citations references abbreviations acronyms charts diagrams".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to
@@ -245,10 +247,18 @@ _OTHER_ASSISTANT = re.compile(
 )
 
 
-def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
-    """``words`` without the plural pronouns whose antecedent is a part of the reply."""
+def _names_people(words: Sequence[str]) -> bool:
+    """Whether ``words`` name a person (a possessive, people in general, a relation)."""
+    return any(_PERSON_WORD.fullmatch(w) for w in words)
+
+
+def _without_thing_anaphors(words: Sequence[str], *, before: Sequence[str] = ()) -> list[str]:
+    """``words`` without the plural pronouns whose antecedent is a part of the reply,
+    named in ``words`` before the pronoun or in ``before`` (the sentence before it: "The
+    emojis annoy me. Could you leave them out in future?"), with no person named first."""
     out: list[str] = []
-    parts = people = False
+    parts = any(w in _THINGS for w in before)
+    people = _names_people(before)
     for w in words:
         if w in _THING_ANAPHOR and parts and not people:
             continue
@@ -260,14 +270,18 @@ def _without_thing_anaphors(words: Sequence[str]) -> list[str]:
 
 # A polite request phrased as a question ("can you generally ...?", "could you answer me in
 # Japanese from now on?") is a direct instruction when it says the request is standing.
+# It opens the sentence or a clause after a complaint ("the emojis annoy me, could you leave
+# them out in future?"), after any discourse markers ("honestly, could you ...").
 _REQUEST_QUESTION = re.compile(
-    r"^\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|btw|oh|well|anyway|anyhow|"
-    r"right|alright|listen|look|yeah|plus|now|besides|by the way|one more thing|last thing|"
+    r"(?:^|[,;:\u2014\u2013]\s*|\s-\s)\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|"
+    r"btw|oh|well|anyway|anyhow|right|alright|listen|look|yeah|plus|now|besides|honestly|"
+    r"frankly|seriously|sorry|by the way|one more thing|last thing|"
     r"quick (?:question|request|one))\W+)*"
     r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we|"
     r"(?:would|will) it be possible to|is it possible to|(?:can|could|may) i ask you to|"
     # the same in the languages the rules read: "¿puedes ...?", "mi rispondi ...?"
-    r"puedes|podrías|podrias|pode|podes|poderia|peux-tu|pourrais-tu|pouvez-vous|"
+    r"puedes|podrías|podrias|pode|podes|poderia|peux-tu|pourrais-tu|pouvez-vous|tu peux|"
+    r"tu pourrais|vous pouvez|vous pourriez|você pode|voce pode|du kannst|"
     r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"
     r"mi rispondi|kun je|zou je|kunt u|możesz|mógłbyś|mogłabyś)(?!\w)"
 )
@@ -278,7 +292,7 @@ _STANDING = re.compile(
     r"in all (?:your )?(?:answers|replies|responses)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
-    rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
+    rf"(?<!\w)(?:{FOREIGN_ALWAYS}|{FOREIGN_FROM_NOW_ON})(?!\w)|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
     r"\b(?:(?:keep|stick|stay|talk|speak)(?:s|ing)?|use[sd]?|using|writes?|writing|be|being)\b"
@@ -511,15 +525,39 @@ _COMPLEMENT_BEFORE = re.compile(
 )
 
 
-def _disqualified(sentence: str, words: Sequence[str]) -> str | None:
-    """Why a sentence cannot be the principal's own direct claim (None when it can)."""
+def refers_back(previous: str, sentence: str) -> bool:
+    """Whether ``sentence`` names a part of the reply only by a pronoun whose antecedent is
+    in ``previous`` ("The emojis annoy me." / "Could you leave them out in future?")."""
+    words = _addressed(sentence)
+    return len(_without_thing_anaphors(words, before=_words(previous))) < len(
+        _without_thing_anaphors(words)
+    )
+
+
+def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
+    """Why each of a turn's consecutive ``sentences`` cannot be the principal's own direct
+    claim (None when it can), each read after the sentence before it."""
+    return [
+        _disqualified(s, _words(s), before=sentences[i - 1] if i else "")
+        for i, s in enumerate(sentences)
+    ]
+
+
+def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> str | None:
+    """Why a sentence cannot be the principal's own direct claim (None when it can).
+    ``before``: the sentence before it, where a pronoun of it may find its antecedent."""
     if asks(sentence) and not standing_request(sentence):
         return "question"
     unidiomatic = IF_IDIOM.sub(" ", " ".join(words)).split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
         return "hypothetical"
-    pronouns = _THING_PRONOUN.sub(" ", " ".join(_addressed(sentence))).split()
-    pronouns = _without_thing_anaphors(pronouns)
+    context = _words(before) if before else []
+    addressed = " ".join(_addressed(sentence))
+    if not _names_people(context):
+        # "number them", "I find them ...": a thing, unless the sentence before named a
+        # person ("My boss hates long emails. Please keep them short from now on.")
+        addressed = _THING_PRONOUN.sub(" ", addressed)
+    pronouns = _without_thing_anaphors(addressed.split(), before=context)
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
     text = _normalise_text(sentence)
@@ -799,7 +837,7 @@ def find_supporting_claim(
         # one claim said over two turns, read as one sentence: "Can you keep your answers
         # shorter — from now on, please."
         sentences[-1] = f"{sentences[-1].rstrip('?.!;: ')} — {confirmed.strip()}"
-    usable = [_disqualified(s, _words(s)) is None for s in sentences]
+    usable = [why is None for why in disqualified_sentences(sentences)]
     # A record may span consecutive sentences of the turn ("use metric units, always; I never
     # know what a foot is"): the run of usable sentences that states most of it is the claim
     # (the shortest such run, then the first). So a record the extractor kept whole ("I'm

@@ -35,6 +35,7 @@ from ._activation_rules import (
     SUBJECTLESS_WISH,
     asks,
     confirms_standing,
+    refers_back,
     standing_request,
 )
 from ._errors import InvalidInputError
@@ -784,7 +785,9 @@ def _kind(sentence: str) -> RecordKind:
 # got", "I've been/was diagnosed" or "I live with" (after an optional "btw", "also", "fyi"
 # and the like).
 _SELF_DESCRIPTION = re.compile(
-    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know),?\s+)*"
+    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know|heads up|"
+    r"for context|i should (?:mention|say|tell you)(?: that)?|"
+    r"i forgot to (?:mention|say|tell you)(?: that)?),?\s+)*"
     r"(?:i'm|im|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
     # the same in Spanish, Portuguese, French, German, Italian, Dutch and Polish
     r"^\W*(?:(?:yo|eu)\s+)?(?:soy|estoy|tengo|sou|estou|tenho|je suis|j'ai|ich bin|ich habe|"
@@ -844,10 +847,15 @@ class OfflineExtractor:
             # described the user ("I'm dyslexic, big blocks of text are hard for me."):
             # a standing instruction right after it is asked for that reason, and keeps it.
             reason: ExtractedRecord | None = None
+            # The record written for the turn's previous sentence, whatever it says: a
+            # standing request that names a part of the reply only by a pronoun for what
+            # that sentence named ("The emojis annoy me. Could you leave them out in
+            # future?") is one record of both.
+            previous: ExtractedRecord | None = None
             sentences = _joined_fragments(_sentences(turn.text))
             for at, sentence in enumerate(sentences):
                 if _too_short(sentence):
-                    reason = None
+                    reason = previous = None
                     continue
                 evidence: tuple[int, ...] = (turn.turn_index,)
                 confirmation = confirmed.get(turn.turn_index)
@@ -879,9 +887,23 @@ class OfflineExtractor:
                     and not _NOT_A_QUESTION.match(sentence)
                 )
                 if question and not request:
-                    reason = None
+                    reason = previous = None
                     continue
-                if reason is not None and not withdrawal and standing_instruction(sentence):
+                stands = not withdrawal and (request or standing_instruction(sentence))
+                if (
+                    reason is None
+                    and previous is not None
+                    and not withdrawal
+                    and (stands or instruction_clauses(sentence))
+                    and refers_back(previous.text, sentence)
+                ):
+                    reason = previous
+                    stands = True
+                if (
+                    reason is not None
+                    and stands
+                    and (reason is previous or standing_instruction(sentence))
+                ):
                     out.pop()  # ``reason`` is always the last record written
                     sentence = f"{reason.text} {sentence}"
                 if not (
@@ -893,7 +915,7 @@ class OfflineExtractor:
                     or withdrawal
                     or _RULE.search(sentence)
                 ):
-                    reason = None
+                    reason = previous = None
                     continue
                 hypothetical = _is_hypothetical(sentence)
                 preference_like = instruction or withdrawal
@@ -931,6 +953,7 @@ class OfflineExtractor:
                     )
                 else:
                     out.append(record)
+                previous = None if parts else record
                 self_description = not (instruction or withdrawal or hypothetical)
                 reason = record if self_description and _SELF_DESCRIPTION.match(sentence) else None
         return out

@@ -11,6 +11,7 @@ __all__ = [
     "FOREIGN_ALWAYS",
     "FOREIGN_ANSWER_STYLE",
     "FOREIGN_FOR_THEM",
+    "FOREIGN_FROM_NOW_ON",
     "FOREIGN_IMPERATIVES",
     "FOREIGN_IN_THIS",
     "FOREIGN_NEEDS",
@@ -237,19 +238,24 @@ FOREIGN_ALWAYS = (
 
 #: "Please", "from now on" and "I'd like you to" in the same languages: each makes a
 #: request of the assistant.
+#: "From now on" in the other languages the rules read.
+FOREIGN_FROM_NOW_ON = (
+    "a partir de ahora|de ahora en adelante|à partir de maintenant|"
+    "a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|ab sofort|"
+    "a partir de agora|de agora em diante|daqui (?:pra|para) frente|d'ora in poi|"
+    "da ora in poi|da adesso in poi|voortaan|vanaf nu|od teraz|od tej pory|ab se|"
+    "من الآن|من هلق|من هلأ|с этого момента|отныне|впредь|відтепер|अब से"
+)
 FOREIGN_STANDING = (
     "je préfère que|je voudrais que|je veux que|prefiero que|quiero que|prefiro que|"
     "quero que|ich möchte,? dass|ich will,? dass|preferisco che|vorrei che|voglio che|"
     "ik wil dat|ik heb liever dat|wolę,? żeby|chcę,? żeby|я хочу,? чтобы|я предпочитаю|"
     "أفضل أن|أفضّل أن|بدي ياك|"
     "por favor|s'il te plaît|s'il vous plaît|bitte|per favore|alsjeblieft|alstublieft|proszę|"
-    "prosze|a partir de ahora|de ahora en adelante|à partir de maintenant|"
-    "a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|ab sofort|"
-    "a partir de agora|de agora em diante|daqui (?:pra|para) frente|d'ora in poi|"
-    "da ora in poi|da adesso in poi|voortaan|vanaf nu|od teraz|od tej pory|ab se|"
-    "من فضلك|لو سمحت|أرجو|ارجو|من الآن|من هلق|من هلأ|"
-    "пожалуйста|с этого момента|отныне|впредь|будь ласка|відтепер|"
-    "कृपया|अब से"
+    "prosze|"
+    "من فضلك|لو سمحت|أرجو|ارجو|"
+    "пожалуйста|будь ласка|"
+    "कृपया|" + FOREIGN_FROM_NOW_ON
 )
 
 #: Instruction and standing words of Chinese, Japanese and Korean ("please", "always"),

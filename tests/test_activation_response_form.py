@@ -1319,3 +1319,77 @@ def test_a_reason_that_holds_for_the_moment_makes_a_one_off(text: str) -> None:
 
 def test_a_reason_that_holds_for_the_moment_with_a_standing_marker_still_stands() -> None:
     assert _classify("I'm always in a hurry, so keep answers short, always.")[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The emojis annoy me, could you leave them out in future?",
+        "Honestly, could you leave out the emojis in future?",
+        "Tu peux me répondre en français à partir de maintenant ?",
+    ],
+)
+def test_a_standing_request_question_after_a_complaint_or_a_marker_promotes(text: str) -> None:
+    """A request-question opens a clause after a complaint or a discourse marker, and
+    'from now on' in another language stands as the English one does."""
+    assert _extracted(text) == [text]
+    assert _classify(text)[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The emojis annoy me. Could you leave them out in future?",
+        "Long paragraphs overwhelm me. Please always keep them short.",
+        "Honestly, I find long intros annoying. Skip them and just answer.",
+        "Your answers are way too long. Please cut them down from now on.",
+    ],
+)
+def test_a_request_naming_the_last_sentences_reply_part_by_a_pronoun_is_one_record(
+    text: str,
+) -> None:
+    """'them' for the emojis the sentence before named: one record, verified whole (the
+    pronoun is a thing, not a third party) and promoted."""
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My sister hates emojis. Could you leave them out in future?",
+        "My boss hates long emails. Please keep them short from now on.",
+    ],
+)
+def test_them_after_a_person_in_the_sentence_before_is_still_a_third_party(text: str) -> None:
+    assert len(_extracted(text)) == 2
+    for record in _records(text):
+        match = find_supporting_claim(record.text, text)
+        assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Whenever you state a fact, tell me where it comes from.",
+        "Please cut your answers down from now on.",
+        "One question at a time works best for me.",
+        "Don't soften things for me.",
+        "I'm dyslexic. Short sentences and simple words make a big difference.",
+        "I should mention I'm dyslexic. Please always keep sentences short.",
+    ],
+)
+def test_sources_length_pace_tone_and_what_makes_a_difference_promote(text: str) -> None:
+    assert _extracted(text) == [text]
+    assert _classify(text)[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please always cut down my grocery list.",
+        "The queue at the bank was too long, please always cut down the wait.",
+    ],
+)
+def test_cutting_down_a_thing_of_ones_own_is_no_answer_style(text: str) -> None:
+    assert _classify(text)[0] != "promote"

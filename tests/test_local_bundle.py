@@ -325,6 +325,9 @@ async def test_semantic_classifier_files_a_standing_claim_the_keywords_miss() ->
     # Someone else's wish never reaches the category step.
     reported = await classifier.classify(_request("She wants British spelling with her, always."))
     assert reported.decision == "review"
+    # A standing errand is something to do for the user, not a way of answering them.
+    errand = await classifier.classify(_request("Please always remind me to go early."))
+    assert errand.decision == "conditional"
 
 
 @pytest.mark.anyio
