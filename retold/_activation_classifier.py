@@ -388,8 +388,8 @@ _ONE_OFF = re.compile(
     r"deck|document|doc|report|presentation|poster|page|website|site|e-?mail|letter|form|"
     r"spreadsheet|chart|flyer|menu|invitation)s?\b|"
     # material the principal is about to hand over: "in the report I'm attaching"
-    r"\b(?:the|this|my|our) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ (?:i'm|i am|i'll|i will|i've) "
-    r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e)?\b|"
+    r"\b(?:the|this|my|our) (?:[^\W\d_]+ ){0,2}?[^\W\d_]+ (?:i'm|i am|i'll|i will|i've|i|we) "
+    r"(?:just )?(?:attach|paste|send|upload|shar|forward|add)(?:ing|ed|e|s)?\b|"
     # the same in the other languages the rules read
     rf"{FOREIGN_ONE_OFF}"
 )
@@ -404,10 +404,11 @@ _WITHIN_ITEM = re.compile(
     rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"
     # work on a document of the principal's ("format the invoice totals in euros, always two
     # decimals") or words to put on something ("write ... on a sticky note")
-    r"^\W*(?:please\s+)?(?:format|write|rewrite|edit|fix|translate|shorten|draft|prepare|"
+    r"^\W*(?:(?:please|always|just)\s+)*(?:format|write|rewrite|edit|fix|translate|shorten|"
+    r"simplify|proofread|polish|correct|draft|prepare|"
     r"update|fill in|fill out)\s+(?:the|my|our)\s+(?:[^\W\d_]+\s+)?(?:invoice|report|"
     r"spreadsheet|table|document|doc|letter|essay|cv|resume|slides?|deck|file|page|post|"
-    r"presentation|proposal|contract|form|card)s?\b|"
+    r"presentation|proposal|contract|form|card|recipe|email|e-mail|text|story|speech)s?\b|"
     # answers in material the principal handles: "I like short answers in the essays I mark"
     r"\b(?:in|on|from) (?:the |my |our |their |these |those )?(?:[^\W\d_]+ ){0,2}?[^\W\d_]+ "
     r"(?:that |which )?(?:i|we) (?:mark|grade|assess|review|read|edit|teach|set|receive|get)\b|"
@@ -504,7 +505,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|simplify|shorten|sugar-?coat|water down|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )

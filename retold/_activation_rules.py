@@ -534,13 +534,39 @@ def refers_back(previous: str, sentence: str) -> bool:
     )
 
 
+# Someone else's state or wish, said as a sentence of its own: "My son is dyslexic.",
+# "Our clients hate jargon.", "I should mention my boss prefers bullet points."
+_OTHERS_STATE_OR_WISH = re.compile(
+    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|oh|well|just so you know|heads up|for context|"
+    r"i should (?:mention|say|tell you)(?: that)?|i forgot to (?:mention|say|tell you)(?: that)?)"
+    r",?\s+)*"
+    rf"(?:(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}|users|people|readers)\s+"
+    r"(?:(?:really|also|all|both|always|usually|just)\s+)?(?:is|are|was|were|has|have|gets?|"
+    r"needs?|can't|cannot|can not|hates?|loves?|likes?|prefers?|wants?|finds?|struggles?|"
+    r"dislikes?|reads?|uses?|gets? (?:lost|confused|overwhelmed))\b"
+)
+_FIRST_PERSON_WORDS = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself"})
+
+
 def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
     """Why each of a turn's consecutive ``sentences`` cannot be the principal's own direct
-    claim (None when it can), each read after the sentence before it."""
-    return [
-        _disqualified(s, _words(s), before=sentences[i - 1] if i else "")
-        for i, s in enumerate(sentences)
-    ]
+    claim (None when it can), each read after the sentence before it. An instruction right
+    after someone else's state or wish, with no word of the principal's own ("My son is
+    dyslexic. Please always keep sentences short."), is for that person."""
+    out: list[str | None] = []
+    for i, sentence in enumerate(sentences):
+        before = sentences[i - 1] if i else ""
+        words = _words(sentence)
+        why = _disqualified(sentence, words, before=before)
+        if (
+            why is None
+            and before
+            and _OTHERS_STATE_OR_WISH.search(_normalise_text(before))
+            and not _FIRST_PERSON_WORDS.intersection(words)
+        ):
+            why = "third_party"
+        out.append(why)
+    return out
 
 
 def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> str | None:

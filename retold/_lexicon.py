@@ -122,12 +122,26 @@ FOREIGN_ONE_OFF = (
     r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo)\b"
 )
 
+# Kin and social roles in Spanish, French, Portuguese, Italian and Dutch.
+_FOREIGN_RELATIONS = (
+    "madre|padre|mam[áa]|pap[áa]|hermanas?|hermanos?|hij[oa]s?|jef[ea]|espos[oa]|marido|mujer|"
+    "novi[oa]|amig[oa]s?|abuel[oa]s?|clientes?|alumn[oa]s?|"
+    "m[èe]re|p[èe]re|maman|papa|s[œo]eurs?|fr[èe]res?|fils|filles?|patron(?:ne)?|femme|mari|"
+    "copine|copain|amie?s?|grand-m[èe]re|grand-p[èe]re|clients?|[ée]l[èe]ves|enfants|"
+    "m[ãa]e|pai|irm[ãa]o?s?|filh[oa]s?|chefe|namorad[oa]|av[óô]|"
+    "sorella|fratello|figli[oa]?|capo|moglie|marito|ragazz[oa]|nonn[oa]|studenti|"
+    "moeder|vader|zus|broer|zoon|dochter|baas|vrouw|man|vriendin|vriend|oma|opa|kinderen"
+)
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (
     r"\b(?:f[üu]r (?:sie|ihn)|para (?:ella|él|ellos|ellas)|pour (?:elle|lui|eux|elles)|"
     r"per (?:lei|lui|loro)|voor (?:haar|hem|hen)|(?:dla|do) (?:niej|niego|nich)|"
     r"quand tu lui|quando gli|cuando le (?:respondas|respondes|contestes|escribas)|"
-    r"wenn du (?:ihr|ihm) (?:antwortest|schreibst)|als je (?:haar|hem) (?:antwoordt|schrijft))\b"
+    r"wenn du (?:ihr|ihm) (?:antwortest|schreibst)|als je (?:haar|hem) (?:antwoordt|schrijft))\b|"
+    # to someone of the speaker's: "à ma mère", "a mi jefe", "ao meu pai", "aan mijn zus" (a
+    # relation, so not "à mon avis" or "a mi pregunta"; never a bare "a", an article or "has")
+    r"(?<!\w)(?:à (?:ma|mon|mes)|a (?:mi|mis|mia|mio|miei|mie)|ao meus?|aos meus|"
+    rf"à minhas?|às minhas|aan mijn)\s+(?:{_FOREIGN_RELATIONS})(?!\w)"
 )
 
 #: "I prefer", "I'd like" in the first person of those languages (a preference stated).

@@ -1393,3 +1393,46 @@ def test_sources_length_pace_tone_and_what_makes_a_difference_promote(text: str)
 )
 def test_cutting_down_a_thing_of_ones_own_is_no_answer_style(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My son is dyslexic. Please always keep sentences short.",
+        "I should mention my son is dyslexic. Please always keep sentences short.",
+        "Our clients hate jargon. Always avoid it, please.",
+    ],
+)
+def test_an_instruction_after_someone_elses_state_or_wish_is_for_them(text: str) -> None:
+    """With no word of the principal's own, the instruction is for the person just named."""
+    for record in _records(text):
+        match = find_supporting_claim(record.text, text)
+        assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+def test_an_instruction_after_someone_elses_state_with_a_reason_of_ones_own_stands() -> None:
+    text = "My son is dyslexic. I am too, so please always keep sentences short."
+    _assert_promoted_whole("I am too, so please always keep sentences short.", "answer_style")
+    assert find_supporting_claim("I am too, so please always keep sentences short.", text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please always shorten my essays.",
+        "Always simplify the recipes I send you.",
+        "Tu peux répondre en français à ma mère à partir de maintenant ?",
+    ],
+)
+def test_work_on_the_principals_material_or_a_reply_to_their_relative_is_not_promoted(
+    text: str,
+) -> None:
+    assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["A mi me gustan las respuestas cortas, siempre.", "À mon avis, réponds-moi en français."],
+)
+def test_a_mi_me_gusta_and_a_mon_avis_name_no_one_else(text: str) -> None:
+    assert find_supporting_claim(text, text) is not None
