@@ -262,7 +262,7 @@ _TRIGGER = re.compile(
     r"(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?|e-?mails?|texts?|feedback|"
     r"advice) from (?!(?:you|now|here|then|the (?:start|top|beginning))\b)|"
     # a setting the rule is kept to: "long answers in exams", "in meetings", "in public"
-    r"in (?:(?:my|our|the)\s+)?(?:exams?|tests?|lectures?|interviews?|presentations?|seminars?|"
+    r"in (?:(?:my|our|the|an?)\s+)?(?:exams?|tests?|lectures?|interviews?|presentations?|seminars?|"
     r"lessons?|meetings?|quizzes|court|church|public)|"
     r"on (?:my|our) (?:[^\W\d_]+ )?(?:days?|nights?|mornings?|evenings?|weekends?|shifts?|breaks?)|"
     # a setting: "at my school", "at dinner", "in our house", "in my family"
@@ -397,8 +397,9 @@ _ONE_OFF = re.compile(
 # standing marker inside it stands only there.
 _WITHIN_ITEM = re.compile(
     rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}|"
-    # a document named as the one at hand: "always include sources in the essay"
-    r"\b(?:in|for|throughout|within) the (?:[^\W\d_]+ )?(?:essay|report|document|doc|article|"
+    # a document named as the one at hand, or the principal's own: "always include sources
+    # in the essay", "in my essay always use British spelling"
+    r"\b(?:in|for|throughout|within) (?:the|my|our) (?:[^\W\d_]+ )?(?:essays?|reports?|document|doc|article|"
     r"letter|presentation|slides|deck|thesis|paper|cv|resume|proposal|script|speech|"
     r"invitations?|newsletter|spreadsheet|chapter|story|poem|assignment|homework)\b|"
     rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"

@@ -290,6 +290,8 @@ _STANDING = re.compile(
     r"every (?:single )?time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
     r"for (?:the )?next time|from today(?: on(?:wards?)?)?|make (?:it )?a habit (?:of|to)|"
     r"in all (?:your )?(?:answers|replies|responses)|"
+    # a reply of any kind: "could you stop opening every reply with ...?"
+    r"(?:every|each) (?:single )?(?:answer|reply|response)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS}|{FOREIGN_FROM_NOW_ON})(?!\w)|"

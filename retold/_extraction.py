@@ -419,6 +419,10 @@ _QUESTION_START = re.compile(
 _NOT_A_QUESTION = re.compile(
     r"^\W*(?:which|that)(?:'s| is| was) (?:why|how|the reason)\b|"
     rf"{SUBJECTLESS_WISH}|"
+    # "Do that every time, examples are the best": the same again asked for, and what it is
+    # said in a clause after it (not "Do you ...?"; alone, it is kept only with the sentence
+    # before it, which says what "that" is)
+    rf"^\W*(?:{SAME_AGAIN})\b[^?,]*,[^?]*[^\W\d_][^?]*$|"
     r"^\W*what (?:i|we)(?:'d| would)? (?:really )?(?:want|need|like|prefer|mean|meant|said)\b"
     r"(?![^?]*\?\s*$)",
     re.I,

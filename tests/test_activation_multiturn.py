@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Thirty-two personas state 123 answer-style, language and accessibility preferences in the
+Thirty-four personas state 132 answer-style, language and accessibility preferences in the
 middle of ordinary sessions:
 
 - after a game that has ended, a translation, a quoted note or someone else's preference;
@@ -15,20 +15,25 @@ middle of ordinary sessions:
   no tables" after "Numbered lists, always"), with the reason that suggests it ("English
   isn't my first language, so please keep your wording simple");
 - as a dislike or a liking ("I hate it when you use emojis", "I love it when you make
-  jokes"), as praise of a reply ("Do that every time"), as "Don't bother with greetings ...
+  jokes"), as praise of a reply ("Do that every time", also after "perfect." in lower case), as "Don't bother with greetings ...
   Ever.";
 - in chat spellings and terse chat style ("shorter answers going forward ty") and misspelled
   ("plz allways anwser in portugese");
 - as a change ("switch to numbered lists instead of bullets", "go back to English for your
   replies", "more detail again from now on", "my vision is fine now, so you can drop the
-  low-vision formatting"), which must also take the earlier preference out of force (4 cases);
+  low-vision formatting"), which must also take the earlier preference out of force (5 cases, one of them "forget the
+  snippets thing from before");
 - in Spanish, German, Portuguese, Italian, French, Dutch and Polish: a language of reply,
   answer styles and access needs ("Respuestas cortas, por favor, siempre.", "Benutze bitte
   immer metrische Einheiten.", "Sou daltónica, por isso nunca uses só cores ...", "Ik heb
   liever korte antwoorden, altijd.", "Gebruik voortaan genummerde lijsten als je stappen
   uitlegt").
 
-Beside them, 221 one-session histories that must not be promoted: a game, quiz or interview
+Five preferences are bound to a trigger or are someone else's ("Priya likes long detailed
+comparisons", "my gf hates when ppl use emojis", "for this one gimme an example w pizza") and
+must stay conditional.
+
+Beside them, 233 one-session histories that must not be promoted: a game, quiz or interview
 practice set up earlier, a test announced in the same turn, someone else at the device, answers
 read to a class; quoted, relayed, reported, sarcastic, future, past and hypothetical wishes; a
 question about the assistant's habits; a family rule, a teacher's rule, a rule for a
@@ -78,8 +83,9 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 123, run.misses
+    assert run.ambient_preferences == 132, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 123 - len(KNOWN_MISSES[name]), run.misses
-    assert run.withdrawn_preferences == 4 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 221 and run.unsafe_promotions == 0, run.misses
+    assert run.ambient_hits == 132 - len(KNOWN_MISSES[name]), run.misses
+    assert run.withdrawn_preferences == 5 and run.withdrawn_in_force == 0, run.misses
+    assert run.safety == 233 and run.unsafe_promotions == 0, run.misses
+    assert run.trigger_preferences == 5 and run.trigger_promotions == 0, run.misses

@@ -1436,3 +1436,24 @@ def test_work_on_the_principals_material_or_a_reply_to_their_relative_is_not_pro
 )
 def test_a_mi_me_gusta_and_a_mon_avis_name_no_one_else(text: str) -> None:
     assert find_supporting_claim(text, text) is not None
+
+
+def test_a_request_question_about_every_reply_stands() -> None:
+    text = "Could you stop opening every reply with 'Great question'?"
+    assert _extracted(text) == [text]
+    assert _classify(text)[0] == "promote"
+
+
+def test_do_that_every_time_opens_an_instruction_not_a_question() -> None:
+    assert _extracted("Do that every time, examples are the best.") == [
+        "Do that every time, examples are the best."
+    ]
+    assert _extracted("Do that again?") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["keep it short pls im in an exam lol", "in my essay always use british spelling"],
+)
+def test_an_exam_at_hand_and_the_principals_own_essay_bind_the_instruction(text: str) -> None:
+    assert _classify(text)[0] != "promote"
