@@ -289,6 +289,11 @@ _TRIGGER = re.compile(
     r"\w+|"
     # the same triggers in the other languages the rules read
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
+    # "this time": "solo esta vez", "cette fois", "diesmal", "questa volta", "deze keer"
+    r"esta vez|desta vez|cette fois|diesmal|dieses mal|questa volta|deze keer|dit keer|"
+    r"tym razem|"
+    # "whenever": "cada vez que", "chaque fois que", "jedes Mal, wenn"
+    r"(?:cada vez|chaque fois|jedes mal|ogni volta|elke keer|toda vez),? (?:que|qu'|wenn|che|als)|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
     r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro|als (?:ik|je|jij|we|wij|het|u))\b|"

@@ -281,7 +281,8 @@ _REQUEST_QUESTION = re.compile(
     r"(?:would|will) it be possible to|is it possible to|(?:can|could|may) i ask you to|"
     # the same in the languages the rules read: "¿puedes ...?", "mi rispondi ...?"
     r"puedes|podrías|podrias|pode|podes|poderia|peux-tu|pourrais-tu|pouvez-vous|tu peux|"
-    r"tu pourrais|vous pouvez|vous pourriez|você pode|voce pode|du kannst|"
+    r"tu pourrais|vous pouvez|vous pourriez|você pode|voce pode|du kannst|wil je|wilt u|"
+    r"würdest du|würden sie|"
     r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"
     r"mi rispondi|kun je|zou je|kunt u|możesz|mógłbyś|mogłabyś)(?!\w)"
 )

@@ -85,13 +85,15 @@ FOREIGN_ANSWER_STYLE = (
     # tone and greetings
     "formal(?:es)?|informal(?:es)?|förmlich\\w*|tutear|tutoyer|vouvoyer|duzen|siezen|"
     "saludos|saudações|salutations|begrüßung\\w*|saluti|disculpas|desculpas|"
-    "entschuldigung\\w*|scuse"
+    "entschuldigung\\w*|scuse|"
+    # examples
+    "ejemplos|exemplos|exemples|beispiele[n]?|esempi|voorbeelden|przykład\\w*"
 )
 
 #: "In/for this ..." in those languages: a rule for the item at hand ("in diesem Dokument",
 #: "para este informe", "dans ce texte", "neste e-mail").
 FOREIGN_IN_THIS = (
-    "(?:en|in|dans|w|para|für|fur|pour|voor|dla) (?:este|esta|estos|estas|ese|esa|esos|esas|"
+    "(?:en|in|dans|w|para|für|fur|pour|voor|dla|per) (?:este|esta|estos|estas|ese|esa|esos|esas|"
     "diesem|dieser|diesen|dieses|ce|cet|cette|ces|questo|questa|questi|queste|dit|deze|tym|"
     "tej|tych)|neste|nesta|nestes|nestas|nesse|nessa"
 )
@@ -130,7 +132,10 @@ _FOREIGN_RELATIONS = (
     "copine|copain|amie?s?|grand-m[èe]re|grand-p[èe]re|clients?|[ée]l[èe]ves|enfants|"
     "m[ãa]e|pai|irm[ãa]o?s?|filh[oa]s?|chefe|namorad[oa]|av[óô]|"
     "sorella|fratello|figli[oa]?|capo|moglie|marito|ragazz[oa]|nonn[oa]|studenti|"
-    "moeder|vader|zus|broer|zoon|dochter|baas|vrouw|man|vriendin|vriend|oma|opa|kinderen"
+    "moeder|vader|zus|broer|zoon|dochter|baas|vrouw|man|vriendin|vriend|oma|opa|kinderen|"
+    "coll[èe]gues?|colegas?|colleg(?:a|he|hi)|collega's|"
+    "chef(?:in)?|mutter|vater|mama|schwester|bruder|sohn|tochter|frau|mann|freundin|freund|"
+    "kunden|kolleg(?:e|en|in)|kinder"
 )
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (
@@ -141,7 +146,11 @@ FOREIGN_FOR_THEM = (
     # to someone of the speaker's: "à ma mère", "a mi jefe", "ao meu pai", "aan mijn zus" (a
     # relation, so not "à mon avis" or "a mi pregunta"; never a bare "a", an article or "has")
     r"(?<!\w)(?:à (?:ma|mon|mes)|a (?:mi|mis|mia|mio|miei|mie)|ao meus?|aos meus|"
-    rf"à minhas?|às minhas|aan mijn)\s+(?:{_FOREIGN_RELATIONS})(?!\w)"
+    r"à minhas?|às minhas|aan mijn|"
+    # or for them: "für meinen Chef", "para mi madre", "pour ma collègue", "voor mijn baas"
+    r"f[üu]r (?:meinen|meine|meiner|meinem|unseren|unsere|unserem)|para (?:mi|mis|minhas?|meus?|"
+    r"a minha|o meu)|pour (?:ma|mon|mes)|per (?:mia|mio|miei|mie|la mia|il mio)|voor (?:mijn|onze))"
+    rf"\s+(?:{_FOREIGN_RELATIONS})(?!\w)"
 )
 
 #: "I prefer", "I'd like" in the first person of those languages (a preference stated).
@@ -149,7 +158,11 @@ FOREIGN_PREFER = (
     "prefiero|me gustar[ií]a|quisiera|prefiro|gostaria|je pr[ée]f[èe]re|je pr[ée]f[ée]rerais|"
     "j'aimerais|je voudrais|ich h[äa]tte (?:gerne?|lieber)|ich bevorzuge|mir ist lieber|"
     "ich m[öo]chte|preferisco|vorrei|mi piacerebbe|ik heb liever|ik wil graag|ik zou graag|"
-    "wol[ęe]|wola[łl]bym|wola[łl]abym|chcia[łl]bym|chcia[łl]abym"
+    "wol[ęe]|wola[łl]bym|wola[łl]abym|chcia[łl]bym|chcia[łl]abym|"
+    # "I like it when you ...": what the assistant does, liked
+    "j'aime (?:bien |beaucoup )?quand (?:tu|vous)|me gusta (?:mucho )?cuando|"
+    "gosto (?:muito )?quando|mi piace (?:molto )?quando|ich mag es,? wenn du|"
+    "ik vind het fijn als je"
 )
 
 #: What a reply is made of, named in those languages: answers, steps, lists, examples.
@@ -247,7 +260,10 @@ FOREIGN_IMPERATIVES = (
 FOREIGN_ALWAYS = (
     "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|دائما|دائماً|دايما|دايماً|всегда|завжди|हमेशा|"
     # and "never", which stands too
-    "nunca|jamais|nooit|nigdy"
+    "nunca|jamais|nooit|nigdy|"
+    # and "every time" (not "every time that ...", which is "whenever")
+    "(?:(?:à )?chaque fois|cada vez|jedes mal|ogni volta|elke keer|za każdym razem|toda vez)"
+    "(?!,?\\s+(?:que|qu'|wenn|che|als|gdy|kiedy)\\b)"
 )
 
 #: "Please", "from now on" and "I'd like you to" in the same languages: each makes a

@@ -1457,3 +1457,38 @@ def test_do_that_every_time_opens_an_instruction_not_a_question() -> None:
 )
 def test_an_exam_at_hand_and_the_principals_own_essay_bind_the_instruction(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Wil je voortaan in het Nederlands antwoorden?", "response_language"),
+        (
+            "J'aime bien quand tu donnes des exemples concrets, continue comme ça à chaque fois.",
+            "answer_style",
+        ),
+        ("Me gusta cuando das ejemplos, hazlo siempre.", "answer_style"),
+    ],
+)
+def test_a_dutch_request_question_and_a_liked_habit_every_time_promote(
+    text: str, category: str
+) -> None:
+    assert _extracted(text) == [text]
+    assert _classify(text) == ("promote", category)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Contéstame en español solo esta vez, es para mi clase.",
+        "Für meinen Chef bitte immer auf Deutsch.",
+        "Réponds en français à ma collègue, s'il te plaît.",
+        "Per questa email usa un tono formale.",
+        "Cada vez que hablamos de trabajo, responde en inglés.",
+        "Voor mijn baas altijd in het Engels, alsjeblieft.",
+    ],
+)
+def test_this_time_whenever_this_email_and_someone_elses_replies_in_other_languages(
+    text: str,
+) -> None:
+    assert _classify(text)[0] != "promote"
