@@ -15,6 +15,7 @@ from ._activation_rules import (
     IF_IDIOM,
     POLITE_REQUEST,
     SAME_AGAIN,
+    STANDING,
     SUBJECTLESS_WISH,
     WITHDRAWAL,
     WITHDRAWAL_OR_NEW,
@@ -31,7 +32,6 @@ from ._lexicon import (
     CJK_LANGUAGES,
     CJK_TRIGGERS,
     CONCESSIONS,
-    FOREIGN_ALWAYS,
     FOREIGN_ANSWER_STYLE,
     FOREIGN_IMPERATIVES,
     FOREIGN_IN_THIS,
@@ -483,20 +483,6 @@ def _task_on_a_thing(claim: str) -> bool:
     return bool(_EXPLAIN_TOPIC.search(claim))
 
 
-_STANDING = re.compile(
-    r"\b(?:always|never|from now on|going forward|every time|in general|generally|by default|"
-    r"whenever|all the time|for everything|whatever the (?:topic|subject|question)|"
-    r"(?:each|every) (?:single )?(?:time|answer|reply|response|message)|from here on|as a rule|"
-    r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
-    r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
-    # every reply, named in the plural: "avoid them in your answers", "your replies to me"
-    r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me|"
-    r"no matter (?:what|the topic|the subject)|for future reference|for (?:the )?next time|"
-    r"from today(?: on(?:wards?)?)?|make (?:it )?a habit (?:of|to))\b|"
-    rf"(?<!\w)(?:{FOREIGN_ALWAYS})(?!\w)|"
-    # "no emoji, ever", "Don't greet me. Ever.": a trailing "ever" after a pause
-    r"[,.!]\s*ever\b"
-)
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|sometimes|might|probably|possibly|not sure|i guess|kind of|sort of|"
     r"(?:don't|do not|not) always|"
@@ -598,7 +584,7 @@ def standing_claim(claim: str) -> bool:
     ("when you recommend something, ...": every reply of that kind)."""
     text = _normalise_text(claim)
     return bool(
-        _STANDING.search(text)
+        STANDING.search(text)
         or _PREFERENCE_FORM.search(text)
         or _WITH_ME.search(text)
         or _RESPONSE_CONDITION.search(text)
@@ -631,7 +617,7 @@ def _is_withdrawal(sentence: str) -> bool:
     weak = bool(WITHDRAWAL_OR_NEW.search(text)) or (
         bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
     )
-    return weak and not _STANDING.search(text)
+    return weak and not STANDING.search(text)
 
 
 # "please" and its chat spellings (the extractor reads raw text, so case is ignored).
@@ -699,7 +685,7 @@ def _explicit_instruction(claim: str) -> bool:
 def _instructs(clause: str) -> bool:
     """Whether ``clause`` (normalised) carries the instruction: an instruction form, or a
     standing marker on its own ("..., every time")."""
-    return _explicit_instruction(clause) or bool(_STANDING.fullmatch(clause))
+    return _explicit_instruction(clause) or bool(STANDING.fullmatch(clause))
 
 
 # Where a sentence's clauses part, for telling what each asks for.
@@ -838,7 +824,7 @@ class OfflineActivationClassifier:
             or _FOR_THE_MOMENT.search(claim)
         )
         if (
-            (one_off and not _STANDING.search(claim))
+            (one_off and not STANDING.search(claim))
             or _WITHIN_ITEM.search(claim)
             or _BOUND_TO_A_THING.search(claim)
         ):

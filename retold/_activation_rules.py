@@ -286,20 +286,27 @@ _REQUEST_QUESTION = re.compile(
     r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"
     r"mi rispondi|kun je|zou je|kunt u|możesz|mógłbyś|mogłabyś)(?!\w)"
 )
-_STANDING = re.compile(
-    r"\b(?:always|generally|in general|from now on|from here on|going forward|by default|"
-    r"every (?:single )?time|all the time|in (?:the )?future|as a rule|for everything|in every answer|"
-    r"for (?:the )?next time|from today(?: on(?:wards?)?)?|make (?:it )?a habit (?:of|to)|"
-    r"in all (?:your )?(?:answers|replies|responses)|"
+#: A standing marker: the instruction holds from now on, for every reply.
+STANDING = re.compile(
+    r"\b(?:always|never|generally|in general|from now on|from here on|going forward|by default|"
+    r"whenever|(?:every|each) (?:single )?time|all the time|in (?:the )?future|as a rule|"
+    r"for everything|"
+    r"whatever the (?:topic|subject|question)|no matter (?:what|the topic|the subject)|"
+    r"for future reference|for (?:the )?next time|from today(?: on(?:wards?)?)?|"
+    r"make (?:it )?a habit (?:of|to)|"
     # a reply of any kind: "could you stop opening every reply with ...?"
-    r"(?:every|each) (?:single )?(?:answer|reply|response)|"
+    r"(?:every|each) (?:single )?(?:answer|reply|response|message)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
+    r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
+    r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS}|{FOREIGN_FROM_NOW_ON})(?!\w)|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
     r"\b(?:(?:keep|stick|stay|talk|speak)(?:s|ing)?|use[sd]?|using|writes?|writing|be|being)\b"
-    r"[^.!?]*\b(?:with me|between us)\b"
+    r"[^.!?]*\b(?:with me|between us)\b|"
+    # "no emoji, ever", "Don't greet me. Ever.": a trailing "ever" after a pause
+    r"[,.!]\s*ever\b"
 )
 _REPORTING_VERBS = (
     "wants|prefers|likes|needs|asks|asked|says|said|told|tells|thinks|loves|hates|requires|"
@@ -471,7 +478,7 @@ def asks(sentence: str) -> bool:
 def standing_request(sentence: str) -> bool:
     """A request-question that states a standing instruction ("can you always ...?")."""
     text = _normalise_text(sentence)
-    return bool(_REQUEST_QUESTION.search(text)) and bool(_STANDING.search(text))
+    return bool(_REQUEST_QUESTION.search(text)) and bool(STANDING.search(text))
 
 
 # Where a sentence's clauses part: punctuation, or a conjunction that opens a reason or

@@ -1492,3 +1492,11 @@ def test_this_time_whenever_this_email_and_someone_elses_replies_in_other_langua
     text: str,
 ) -> None:
     assert _classify(text)[0] != "promote"
+
+
+def test_one_standing_marker_for_requests_and_claims() -> None:
+    """'with me' stands for a claim as it does for a request-question, so 'stop using X
+    with me' is a new preference; a bare 'stop using X' still reads as taking one back."""
+    assert _classify("Please stop using jargon with me.") == ("promote", "answer_style")
+    assert _classify("Please stop using emojis.")[0] == "conditional"
+    assert _classify("Keep the answers short each time.")[0] == "promote"
