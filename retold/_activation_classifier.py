@@ -155,6 +155,10 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"figures?|numbers?|data)) (?:comes?|came) from|"
         r"(?:one|single) (?:action|step|thing|idea|question) (?:per|at a time)|"
         r"soften\w*|"
+        # the manner of a reply: "always be encouraging with me", "be patient with me"
+        r"encouraging|encouragement|supportive|empathetic|upbeat|tough love|motivating|"
+        r"be (?:more |a bit more |very |really )?(?:gentle|patient|kind|warm|positive|"
+        r"cheerful|straightforward)\b|like a (?:coach|mentor|teacher|tutor|colleague|peer)\b|"
         r"metric|imperial|units?|celsius|fahrenheit|kilomet(?:er|re)s?|km|miles|kilograms?|kg|"
         r"pounds|lbs|feet|inches|centimet(?:er|re)s?|litres|liters|gallons|plain text|plain english|prose|headings?|"
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|fluff|"
@@ -406,7 +410,8 @@ _WITHIN_ITEM = re.compile(
     # in the essay", "in my essay always use British spelling"
     r"\b(?:in|for|throughout|within) (?:the|my|our) (?:[^\W\d_]+ )?(?:essays?|reports?|document|doc|article|"
     r"letter|presentation|slides|deck|thesis|paper|cv|resume|proposal|script|speech|"
-    r"invitations?|newsletter|spreadsheet|chapter|story|poem|assignment|homework)\b|"
+    r"invitations?|newsletter|spreadsheet|chapter|story|poem|assignment|homework|cards?|toast|"
+    r"caption|bio|post|e-?mail)\b|"
     rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"
     # work on a document of the principal's ("format the invoice totals in euros, always two
     # decimals") or words to put on something ("write ... on a sticky note")
@@ -458,6 +463,11 @@ _BOUND_TO_A_THING = re.compile(
     r"\btranslat(?:e|ing)\s+(?:this|that|these|those|it|the|my|our|your)\b"
 )
 # A reason that holds for the moment: "keep it short, I'm on my break", "I'm in a hurry".
+# A reason that names a topic the principal is sensitive about ("be gentle with me, I'm
+# sensitive about my weight"): the manner asked for is kept to that topic.
+_SENSITIVE_TOPIC = re.compile(
+    r"\b(?:sensitive|touchy|insecure|self-conscious|embarrassed|anxious|nervous) (?:about|around)\b"
+)
 _FOR_THE_MOMENT = re.compile(
     # (not a condition: "when I am driving" is a trigger)
     r"(?<!when )(?<!whenever )(?<!if )(?<!while )"
@@ -836,7 +846,9 @@ class OfflineActivationClassifier:
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
         instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
-        if _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction))):
+        if _TRIGGER.search(
+            _RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction))
+        ) or _SENSITIVE_TOPIC.search(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )

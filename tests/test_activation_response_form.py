@@ -1500,3 +1500,27 @@ def test_one_standing_marker_for_requests_and_claims() -> None:
     assert _classify("Please stop using jargon with me.") == ("promote", "answer_style")
     assert _classify("Please stop using emojis.")[0] == "conditional"
     assert _classify("Keep the answers short each time.")[0] == "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Always be encouraging with me.",
+        "Please be patient with me, I'm new to this.",
+        "Talk to me like a coach would: encouraging but honest.",
+    ],
+)
+def test_the_manner_of_a_reply_is_an_answer_style(text: str) -> None:
+    assert _classify(text) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Be gentle with me, I'm sensitive about my weight.",
+        "Always be positive in the birthday card.",
+        "Feedback on my essay is welcome, be honest.",
+    ],
+)
+def test_a_manner_kept_to_a_topic_or_a_document_is_not_promoted(text: str) -> None:
+    assert _classify(text)[0] != "promote"

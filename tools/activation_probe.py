@@ -2780,6 +2780,22 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "Me gusta cuando llueve, siempre me relaja."),
     (CONDITIONAL, None, "", "J'aime bien quand tu parles de football, mais seulement le week-end."),
     (CONDITIONAL, None, "", "Mi piace quando mio fratello usa gli emoji, sempre."),
+    # the manner of a reply (session 16): promoted for the principal, and these not
+    (PROMOTE, "answer_style", "encouraging", "Always be encouraging with me."),
+    (PROMOTE, "answer_style", "patient", "Please be patient with me, I'm new to this."),
+    (CONDITIONAL, None, "", "Be gentle with me, I'm sensitive about my weight."),
+    (CONDITIONAL, None, "", "My therapist says I should be kinder to myself, always."),
+    (CONDITIONAL, None, "", "Be patient with the kids when you explain things to them."),
+    (CONDITIONAL, None, "", "Always be positive in the birthday card."),
+    (CONDITIONAL, None, "", "Be kind to my mum when she asks you questions, always."),
+    (CONDITIONAL, None, "", "I want you to be encouraging when I talk about my running."),
+    (CONDITIONAL, None, "", "Encouraging messages help me when I'm down."),
+    (CONDITIONAL, None, "", "Please always be supportive of my decisions, whatever they are."),
+    (CONDITIONAL, None, "", "Talk to my son like a coach would, he needs a push."),
+    (CONDITIONAL, None, "", "Be gentle with me today, it's been a rough week."),
+    (CONDITIONAL, None, "", "Be gentle, I'm nervous about the exam."),
+    (CONDITIONAL, None, "", "My boss is very supportive."),
+    (CONDITIONAL, None, "", "Always be upbeat in the team newsletter."),
 )
 
 
