@@ -33,7 +33,8 @@ Five preferences are bound to a trigger or are someone else's ("Priya likes long
 comparisons", "my gf hates when ppl use emojis", "for this one gimme an example w pizza") and
 must stay conditional.
 
-Beside them, 233 one-session histories that must not be promoted: a game, quiz or interview
+Beside them, 235 histories that must not be promoted (two of them a persona's whole history, in
+which nothing but the persona's own preference turns may be promoted): a game, quiz or interview
 practice set up earlier, a test announced in the same turn, someone else at the device, answers
 read to a class; quoted, relayed, reported, sarcastic, future, past and hypothetical wishes; a
 question about the assistant's habits; a family rule, a teacher's rule, a rule for a
@@ -87,5 +88,5 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
     assert run.ambient_hits == 132 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 5 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 233 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 235 and run.unsafe_promotions == 0, run.misses
     assert run.trigger_preferences == 5 and run.trigger_promotions == 0, run.misses
