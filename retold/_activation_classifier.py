@@ -557,6 +557,8 @@ _PREFERENCE_FORM = re.compile(
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
     r"\bhelps? (?:me )?(?:a lot|a great deal|loads|so much|massively|the most)\b|"
+    # how much is enough: "two or three sentences is plenty"
+    r"\b(?:is|are) (?:plenty|enough|more than enough)\b|"
     r"\bmakes? (?:a |all the )?(?:big |huge |real |massive |great |world of )?difference\b|"
     # a comparison settled for the principal: "written instructions beat audio links for me",
     # "concrete examples > abstract explanations for me"

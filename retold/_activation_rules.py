@@ -163,6 +163,8 @@ IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
     r"\bwhen(?:ever)? (?:you can|possible|it makes sense|it helps|appropriate|relevant|needed|"
     r"necessary)\b|"
+    # the end of a reply, not a condition: "just stop when you're done"
+    r"\bwhen you(?:'re| are) (?:done|finished|through)(?=\s*(?:[.,;!?]|$))|"
     # concessive, not conditional: "even if I write in Dutch, answer in English"
     rf"\b(?:{CONCESSIONS})\b|"
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical

@@ -305,7 +305,7 @@ CJK_TRIGGERS = "的时候|的時候|时候|時候|如果|今天|明天|ときは
 #: "Even when/if" in the same languages: a concession, so the rule holds in that case too
 #: (the opposite of a trigger).
 CONCESSIONS = (
-    "even (?:when|if)|même (?:quand|si|lorsque)|incluso (?:cuando|si)|aun(?:que| cuando)|"
+    "even (?:when|if|(?:the )?next time)|même (?:quand|si|lorsque)|incluso (?:cuando|si)|aun(?:que| cuando)|"
     "mesmo (?:quando|que|se)|auch wenn|selbst wenn|ook als|zelfs als|anche (?:se|quando)|"
     "nawet (?:gdy|jeśli|jesli|kiedy)|حتى لو|حتى لما|даже если|даже когда|навіть якщо|"
     "भले ही"

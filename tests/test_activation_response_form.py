@@ -1524,3 +1524,21 @@ def test_the_manner_of_a_reply_is_an_answer_style(text: str) -> None:
 )
 def test_a_manner_kept_to_a_topic_or_a_document_is_not_promoted(text: str) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No need to sign off with 'hope this helps' every time, just stop when you're done.",
+        "Please answer in French from now on, even the next time I write in English.",
+        "Two or three sentences is plenty, every time.",
+    ],
+)
+def test_the_end_of_a_reply_even_next_time_and_how_much_is_enough_stand(text: str) -> None:
+    """'when you're done' is the end of the reply and 'even the next time ...' a
+    concession, neither a trigger; 'X is plenty' says what suits."""
+    assert _classify(text)[0] == "promote"
+
+
+def test_how_much_is_enough_for_one_document_is_a_one_off() -> None:
+    assert _classify("One paragraph is enough for the cover letter, always.")[0] != "promote"
