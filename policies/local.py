@@ -11,7 +11,9 @@ that shares no word with the fact it needs ("How much more does the new position
   does not need a first-person or recall cue: whether a stored record is close enough to
   matter is the judge's call, on the vectors.
 * :class:`SemanticAdmissionJudge` scores each candidate by the cosine similarity between the
-  turn and the record, less the record's *hubness*: its mean similarity to a fixed
+  turn and the record (or, when higher, the record read together with the other candidates
+  extracted from the same turn: "My cat Pimiento is coming too." says what "He's 9 and on a
+  kidney diet." is about), less the record's *hubness*: its mean similarity to a fixed
   background of ordinary requests (:data:`BACKGROUND_REQUESTS`). A record that resembles
   any question ("Anyway, I have to go.", "Long day.") is close to every turn and would be
   admitted everywhere; the correction keeps what is close to *this* turn. A candidate is
@@ -328,6 +330,17 @@ def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
 
+def _same_turn_groups(records: Sequence[Record]) -> list[list[Record]]:
+    """The records (two or more) extracted from one turn, by the turn they cite first, each
+    group in id order (the order the extractor wrote them)."""
+    groups: dict[tuple[str, int], list[Record]] = {}
+    for record in records:
+        if record.evidence:
+            first = record.evidence[0]
+            groups.setdefault((first.session_id, first.turn_index), []).append(record)
+    return [sorted(g, key=lambda r: r.id) for g in groups.values() if len(g) > 1]
+
+
 def _pieces(text: str) -> list[str]:
     """Sentences of ``text`` (lines and sentence ends), for the redundancy check."""
     parts = re.split(r"(?<=[.!?])\s+|\n+", text)
@@ -347,7 +360,10 @@ class SemanticAdmissionJudge:
     ``min_relevance_impersonal``, a closeness that general questions sharing a topic with a
     stored fact ("Why do cats purr?" beside "my cat Pimiento") do not reach.
     Only candidates within ``margin`` of the best are admitted, so an unrelated record is
-    not admitted beside the right one.
+    not admitted beside the right one. Candidates extracted from one turn are also scored
+    read together, and each keeps the higher of its own score and theirs: a sentence whose
+    subject is in the sentence before it ("He's 9 and on a kidney diet.") is matched on
+    what it is about.
 
     Args:
         embedder: the sentence embedder (the bundle's shared MiniLM).
@@ -370,7 +386,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@4"
+    policy_id = "semantic-admission-judge-local@5"
 
     def __init__(
         self,
@@ -441,6 +457,21 @@ class SemanticAdmissionJudge:
             hub_weight=self.hub_weight,
         )
         relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
+        # Sentences of one turn say more together than apart ("My cat Pimiento is coming
+        # too." / "He's 9 and on a kidney diet."): each scores as well as its turn's
+        # candidates read together.
+        siblings = _same_turn_groups(usable)
+        if siblings:
+            joined = await self.embedder.embed([" ".join(r.text for r in g) for g in siblings])
+            together = relevance_scores(
+                turn_vec,
+                joined,
+                vectors[len(vectors) - len(background) :] if background else [],
+                hub_weight=self.hub_weight,
+            )
+            for group, score in zip(siblings, together, strict=True):
+                for record in group:
+                    relevance[record.id] = max(relevance[record.id], score)
         best = max(relevance.values(), default=0.0)
         personal, reach = turn_reach(turn, [r.text for r in usable])
         floor = self.min_relevance if personal else self.min_relevance_impersonal

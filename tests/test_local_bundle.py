@@ -118,6 +118,24 @@ async def test_judge_admits_the_close_record_and_not_an_unrelated_one_beside_it(
 
 
 @pytest.mark.anyio
+async def test_judge_reads_a_turns_sentences_together_as_well_as_apart() -> None:
+    """'He's 12 and has bad hips.' does not name the dog; read with the sentence before it
+    (the same turn) it is as close to a question about the dog's hips as the two together,
+    and both are admitted. Apart, or beside a record of another turn, neither clears the
+    floor."""
+    judge = SemanticAdmissionJudge(_Axes(["dog", "hips"]), min_relevance=0.8, hub_weight=0.0)
+    said = EvidenceRef(session_id="s1", turn_index=4)
+    dog = _record("r1", "Our dog is coming too.", evidence=(said,))
+    hips = _record("r2", "He's 12 and has bad hips.", evidence=(said,))
+    other = _record(
+        "r3", "My dog loves the beach.", evidence=(EvidenceRef(session_id="s1", turn_index=8),)
+    )
+    probe = "Which bed suits my dog's bad hips?"
+    assert (await judge.admit(probe, None, EMPTY, "", [dog, hips])).admitted == ("r1", "r2")
+    assert (await judge.admit(probe, None, EMPTY, "", [hips, other])).admitted == ()
+
+
+@pytest.mark.anyio
 async def test_judge_needs_more_closeness_when_the_turn_is_not_personal() -> None:
     """The same closeness admits for a first-person turn and not for an impersonal one."""
     judge = SemanticAdmissionJudge(
