@@ -76,6 +76,7 @@ __all__ = [
     "cosine",
     "hubness",
     "relevance_scores",
+    "same_turn_groups",
     "shared_embedder",
     "turn_reach",
 ]
@@ -330,7 +331,7 @@ def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
 
-def _same_turn_groups(records: Sequence[Record]) -> list[list[Record]]:
+def same_turn_groups(records: Sequence[Record]) -> list[list[Record]]:
     """The records (two or more) extracted from one turn, by the turn they cite first, each
     group in id order (the order the extractor wrote them)."""
     groups: dict[tuple[str, int], list[Record]] = {}
@@ -460,7 +461,7 @@ class SemanticAdmissionJudge:
         # Sentences of one turn say more together than apart ("My cat Pimiento is coming
         # too." / "He's 9 and on a kidney diet."): each scores as well as its turn's
         # candidates read together.
-        siblings = _same_turn_groups(usable)
+        siblings = same_turn_groups(usable)
         if siblings:
             joined = await self.embedder.embed([" ".join(r.text for r in g) for g in siblings])
             together = relevance_scores(

@@ -5,7 +5,8 @@
 Each scenario's history is extracted into a fresh store with the bundle's extractor; every
 live record is then scored for the probe exactly as :class:`SemanticAdmissionJudge` scores
 it (:func:`relevance_scores`: cosine less ``hub_weight`` times the record's hubness against
-:data:`BACKGROUND_REQUESTS`), and the judge's selection rule is applied (nothing for a turn
+:data:`BACKGROUND_REQUESTS`, or the same for the records of its turn read together when that
+is higher), and the judge's selection rule is applied (nothing for a turn
 that does not reach memory, :func:`turn_reach`; the personal or impersonal floor, the
 margin to the best, at most ``max_admitted``; the staleness and succession rules that
 follow the selection are not modelled). A case is scored as the
@@ -42,6 +43,7 @@ from retold.policy.local import (
     BACKGROUND_REQUESTS,
     hubness,
     relevance_scores,
+    same_turn_groups,
     shared_embedder,
     turn_reach,
 )
@@ -64,6 +66,9 @@ class Case:
     reach: bool
     cosines: list[float]
     hubness: list[float]
+    # each record read together with the other records of its turn (None: the only one)
+    joint_cosines: list[float | None]
+    joint_hubness: list[float | None]
     refs: list[Refs]
     evidence: Refs
     stale: Refs
@@ -85,6 +90,17 @@ async def _cases(directory: Path) -> list[Case]:
         records = [r for r in by_history[key] if r.is_live(sc.probe.time)]
         vecs = await emb.embed([sc.probe.text, *(r.text for r in records)])
         cosines = relevance_scores(vecs[0], vecs[1:], [], hub_weight=0.0)
+        joint_cos: list[float | None] = [None] * len(records)
+        joint_hub: list[float | None] = [None] * len(records)
+        groups = same_turn_groups(records)
+        if groups:
+            joined = await emb.embed([" ".join(r.text for r in g) for g in groups])
+            g_cos = relevance_scores(vecs[0], joined, [], hub_weight=0.0)
+            g_hub = hubness(joined, background)
+            at = {r.id: i for i, r in enumerate(records)}
+            for group, c, h in zip(groups, g_cos, g_hub, strict=True):
+                for r in group:
+                    joint_cos[at[r.id]], joint_hub[at[r.id]] = c, h
         personal, reach = turn_reach(sc.probe.text, [r.text for r in records])
         e = sc.expected
         evidence = frozenset((x.session_id, x.turn) for x in e.evidence or [])
@@ -97,6 +113,8 @@ async def _cases(directory: Path) -> list[Case]:
                 reach=reach,
                 cosines=cosines,
                 hubness=hubness(vecs[1:], background),
+                joint_cosines=joint_cos,
+                joint_hubness=joint_hub,
                 refs=[frozenset((x.session_id, x.turn_index) for x in r.evidence) for r in records],
                 evidence=evidence,
                 stale=frozenset((x.session_id, x.turn) for x in e.stale_evidence or []),
@@ -138,6 +156,9 @@ Setting = tuple[float, float, float, float]  # hub_weight, floor, impersonal flo
 def _admitted(case: Case, setting: Setting, max_admitted: int = 3) -> list[int]:
     hub_weight, floor, impersonal, margin = setting
     scores = [c - hub_weight * h for c, h in zip(case.cosines, case.hubness, strict=True)]
+    for i, (jc, jh) in enumerate(zip(case.joint_cosines, case.joint_hubness, strict=True)):
+        if jc is not None and jh is not None:
+            scores[i] = max(scores[i], jc - hub_weight * jh)
     if not scores or not case.reach:
         return []
     best = max(scores)
