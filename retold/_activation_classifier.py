@@ -155,6 +155,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"figures?|numbers?|data)) (?:comes?|came) from|"
         r"(?:one|single) (?:action|step|thing|idea|question) (?:per|at a time)|"
         r"soften\w*|"
+        # a choice offered: "a few options to choose from rather than one recommendation"
+        r"(?:a few|several|multiple|a couple of|two or three|some) (?:options|alternatives|choices)|"
+        r"options to choose from|"
         # the manner of a reply: "always be encouraging with me", "be patient with me"
         r"encouraging|encouragement|supportive|empathetic|upbeat|tough love|motivating|"
         r"be (?:more |a bit more |very |really )?(?:gentle|patient|kind|warm|positive|"
@@ -341,8 +344,12 @@ _RESPONSE_CONDITION = re.compile(
     # "when you explain anything"
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe|compare)\s+"
     r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
+    # how to do anything: "when you explain how to do something"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:explain|describe|show me|tell me)\s+how\s+(?:to\s+)?"
+    r"(?:do\s+)?(?:something|anything|things|stuff)\b"
+    r"(?!\s+(?:to|for|with|about|in)\s+(?:my|our|his|her|their|the|this|that)\b)|"
     # any fact or figure an answer states: "whenever you state a fact, link the source"
-    r"\b(?:when(?:ever)?|if)\s+you\s+(?:state|give|quote|cite|mention|claim|use)\s+"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:state|give|quote|cite|mention|claim|use)\s+(?:me\s+)?"
     r"(?:an?\s+|any\s+)?(?:facts?|figures?|numbers?|statistics?|stats|claims?|data)\b|"
     # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
     # I'm casual" (a concession: the rule holds in that case too)
@@ -559,6 +566,9 @@ _PREFERENCE_FORM = re.compile(
     r"\bhelps? (?:me )?(?:a lot|a great deal|loads|so much|massively|the most)\b|"
     # how much is enough: "two or three sentences is plenty"
     r"\b(?:is|are) (?:plenty|enough|more than enough)\b|"
+    # "a table is the way to go", "I always appreciate a summary at the top"
+    r"\b(?:is|are) (?:(?:always|usually) )?the way to go\b|"
+    r"\bi\s+(?:really\s+|always\s+|do\s+|truly\s+)?appreciate\b|"
     r"\bmakes? (?:a |all the )?(?:big |huge |real |massive |great |world of )?difference\b|"
     # a comparison settled for the principal: "written instructions beat audio links for me",
     # "concrete examples > abstract explanations for me"
@@ -573,7 +583,7 @@ _PREFERENCE_FORM = re.compile(
 _RESPONSE_OBJECT = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respon(?:se|ses|d)|explanations?|you|your|emojis?|"
     r"bullet\w*|output|text|messages?|format\w*|sentences?|words?|wording|paragraphs?|steps?|"
-    r"questions?|"
+    r"questions?|options|alternatives|"
     r"lists|ideas? per|"
     r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|prose|"
     r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"

@@ -180,7 +180,9 @@ IF_IDIOM = re.compile(
     # the same default the other way round: "details only if I ask", "more if I ask for it"
     r"\b(?:more|details?|the rest|the (?:long|longer|full) (?:version|answer)|explanations?|"
     r"background|examples?) (?:only )?(?:if|when) (?:i|we) (?:ask|request|say so)(?: for (?:it|them))?"
-    r"\b|\b(?:if|when) (?:i|we) (?:ask|request) for (?:more|details?|the (?:rest|details))\b"
+    r"\b|\b(?:if|when) (?:i|we) (?:ask|request) for (?:more|details?|the (?:rest|details))\b|"
+    # "then the details if I need them": more when wanted, no hypothetical
+    r"\b(?:if|when) (?:i|we) (?:need|want) (?:them|it|more|details?|the (?:rest|details))\b"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a
 # third party (who would be "I want them to ...", which stays disqualified).
@@ -202,7 +204,8 @@ _THINGS = frozenset(
     "paragraphs sentences emojis emoji bullets points headings headers tables links words "
     "numbers figures dates units texts notes suggestions recommendations options things "
     "items stuff intros introductions disclaimers caveats warnings apologies greetings "
-    "pleasantries jokes quotes citations references abbreviations acronyms charts diagrams".split()
+    "pleasantries jokes quotes citations references abbreviations acronyms charts diagrams "
+    "details specifics alternatives".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to

@@ -1542,3 +1542,33 @@ def test_the_end_of_a_reply_even_next_time_and_how_much_is_enough_stand(text: st
 
 def test_how_much_is_enough_for_one_document_is_a_one_off() -> None:
     assert _classify("One paragraph is enough for the cover letter, always.")[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Whenever you compare things for me, a table is the way to go.",
+        "Always lead with the bottom line, then the details if I need them.",
+        "When you explain how to do something, number the steps for me, please.",
+        "I always appreciate a quick summary at the top.",
+        "I like having a few options to choose from rather than one recommendation, generally.",
+        "Please cite your sources whenever you give me facts.",
+    ],
+)
+def test_everyday_forms_of_a_standing_answer_style_promote(text: str) -> None:
+    assert _classify(text) == ("promote", "answer_style")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "When you explain how to do something to my kids, keep it simple.",
+        "Please cite your sources whenever you give me facts about my neighbours.",
+        "Lead with the bottom line in the board memo, then the details if they need them.",
+        "Bullet points are the way to go for my CV.",
+    ],
+)
+def test_the_same_forms_for_someone_else_a_topic_or_a_document_are_not_promoted(
+    text: str,
+) -> None:
+    assert _classify(text)[0] != "promote"
