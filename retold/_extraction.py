@@ -832,7 +832,9 @@ class OfflineExtractor:
     emojis") is one record per category.
     A sentence describing the user ("I'm dyslexic.") followed in the same turn by a standing
     instruction ("Please always keep sentences short.") is one preference record of both: the
-    instruction keeps the reason it was given for.
+    instruction keeps the reason it was given for. So does a request that names a part of the
+    reply only by a pronoun for what the sentence before it named ("The emojis annoy me.
+    Could you leave them out in future?").
     """
 
     name = "offline-rules"
@@ -901,13 +903,8 @@ class OfflineExtractor:
                     and (stands or instruction_clauses(sentence))
                     and refers_back(previous.text, sentence)
                 ):
-                    reason = previous
-                    stands = True
-                if (
-                    reason is not None
-                    and stands
-                    and (reason is previous or standing_instruction(sentence))
-                ):
+                    reason, stands = previous, True
+                if reason is not None and stands:
                     out.pop()  # ``reason`` is always the last record written
                     sentence = f"{reason.text} {sentence}"
                 if not (

@@ -124,7 +124,7 @@ FOREIGN_ONE_OFF = (
     r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo)\b"
 )
 
-# Kin and social roles in Spanish, French, Portuguese, Italian and Dutch.
+# Kin and social roles in Spanish, French, Portuguese, Italian, Dutch and German.
 _FOREIGN_RELATIONS = (
     "madre|padre|mam[áa]|pap[áa]|hermanas?|hermanos?|hij[oa]s?|jef[ea]|espos[oa]|marido|mujer|"
     "novi[oa]|amig[oa]s?|abuel[oa]s?|clientes?|alumn[oa]s?|"
