@@ -253,8 +253,12 @@ _OTHER_ASSISTANT = re.compile(
 
 
 def _names_people(words: Sequence[str]) -> bool:
-    """Whether ``words`` name a person (a possessive, people in general, a relation)."""
-    return any(_PERSON_WORD.fullmatch(w) for w in words)
+    """Whether ``words`` name a person (a possessive, people in general, a relation; a
+    screen reader is a program)."""
+    return any(
+        _PERSON_WORD.fullmatch(w) and not (i and words[i - 1] == "screen")
+        for i, w in enumerate(words)
+    )
 
 
 def _without_thing_anaphors(words: Sequence[str], *, before: Sequence[str] = ()) -> list[str]:

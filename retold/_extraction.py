@@ -796,8 +796,9 @@ _SELF_DESCRIPTION = re.compile(
     # the same in Spanish, Portuguese, French, German, Italian, Dutch and Polish
     r"^\W*(?:(?:yo|eu)\s+)?(?:soy|estoy|tengo|sou|estou|tenho|je suis|j'ai|ich bin|ich habe|"
     r"sono|ho|ik ben|ik heb|jestem|mam)\b|"
-    # what the user is, signed in a few words: "colour blind here.", "ADHD here"
-    r"^\W*(?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+ here\W*$",
+    # what the user is, signed in a few words: "colour blind here.", "ADHD here", "ADHD
+    # brain here, so ..."
+    r"^\W*(?:[^\W\d_]+[\s-]+){0,2}[^\W\d_]+ here(?:\W*$|\s*[,;:\u2014\u2013-])",
     re.I,
 )
 
@@ -956,5 +957,10 @@ class OfflineExtractor:
                     out.append(record)
                 previous = None if parts else record
                 self_description = not (instruction or withdrawal or hypothetical)
-                reason = record if self_description and _SELF_DESCRIPTION.match(sentence) else None
+                # the principal described, or an access need of theirs ("I rely on a screen
+                # reader.")
+                describes = _SELF_DESCRIPTION.match(sentence) or (
+                    _FIRST_PERSON.search(sentence) and _NEED.search(sentence)
+                )
+                reason = record if self_description and describes else None
         return out

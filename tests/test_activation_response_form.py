@@ -1572,3 +1572,41 @@ def test_the_same_forms_for_someone_else_a_topic_or_a_document_are_not_promoted(
     text: str,
 ) -> None:
     assert _classify(text)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        (
+            "ADHD brain here, so bullet points and bold key words make it easier to follow.",
+            "accessibility",
+        ),
+        (
+            "I have a tremor and typing is hard, so please ask yes/no questions when you need "
+            "something from me.",
+            "accessibility",
+        ),
+        (
+            "I have anxiety, so please avoid alarming language and give me one next step at a "
+            "time.",
+            "answer_style",
+        ),
+    ],
+)
+def test_a_need_signed_in_a_few_words_asking_for_input_and_one_step_at_a_time(
+    text: str, category: str
+) -> None:
+    assert _extracted(text) == [text]
+    assert _classify(text) == ("promote", category)
+
+
+def test_a_screen_reader_is_no_person_and_an_access_need_is_kept_with_its_instruction() -> None:
+    """'they' after a screen reader is the emojis, not people; 'I rely on a screen reader.'
+    is the reason a standing instruction after it keeps."""
+    text = "I rely on a screen reader. Please always avoid emojis, they get read out as gibberish."
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, "accessibility")
+    other = "My dad uses a screen reader. Please always avoid tables."
+    for record in _records(other):
+        match = find_supporting_claim(record.text, other)
+        assert match is None or _classify(match.sentence)[0] != "promote"
