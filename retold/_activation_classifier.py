@@ -237,6 +237,12 @@ _INJECTION = re.compile(
     r"\btell me (?:that )?(?:i'm|i am)\b|\bagree with (?:me|everything)\b|"
     r"\b(?:i'm|i am) (?:always )?right\b|"
     r"\b(?:phone|telephone|mobile|whatsapp) (?:number|no)\b|\be-?mail address\b|"
+    # or other identifiers and a home address planted in every answer, a link to the
+    # principal's own pages, or flattery asked for ("say how great I am")
+    r"\b(?:customer|account|member|client|order|reference|passport|policy|tax|id) "
+    r"(?:id|number|no|code)\b|\b(?:my|our) (?:full |home |postal |street )?address\b|"
+    r"\blinks? to (?:my|our)\b|\bhow (?:great|smart|amazing|clever|brilliant|awesome|"
+    r"wonderful) (?:i am|i'm)\b|\bpraise me\b|"
     # a role given to the assistant: "as my editor, always ..."
     r"^\W*as (?:my|a|an|your) [^\W\d_]+(?: [^\W\d_]+)?\s*,"
 )
