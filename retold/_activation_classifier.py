@@ -532,7 +532,7 @@ _INSTRUCTION_VERBS = (
 _SAME_AGAIN = re.compile(rf"\b(?:{SAME_AGAIN})\b")
 _IMPERATIVE_START = re.compile(
     r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
-    r"(?:(?:please|always|never|just|kindly|do not|do)\s+)*"
+    r"(?:(?:please|always|never|ever|just|kindly|do not|do)\s+)*"
     rf"(?:(?:{_INSTRUCTION_VERBS})\b|"
     # a prohibition with no verb: "no emoji in your answers", "no headings", "zero emojis"
     r"(?:no|zero)\s+(?!(?:thanks|thank|problem|problems|worries|way|idea|clue|doubt|rush|"

@@ -253,10 +253,12 @@ _OTHER_ASSISTANT = re.compile(
 
 
 def _names_people(words: Sequence[str]) -> bool:
-    """Whether ``words`` name a person (a possessive, people in general, a relation; a
-    screen reader is a program)."""
+    """Whether ``words`` name someone else (a third person's possessive, people in general,
+    a relation: not "my" alone, as in "my eyes", and not a screen reader, a program)."""
     return any(
-        _PERSON_WORD.fullmatch(w) and not (i and words[i - 1] == "screen")
+        _PERSON_WORD.fullmatch(w.removesuffix("'s"))
+        and w not in ("my", "our")
+        and not (i and words[i - 1] == "screen")
         for i, w in enumerate(words)
     )
 
@@ -588,6 +590,10 @@ def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
     return out
 
 
+# How a thing comes across, not someone's report: "it feels unprofessional".
+_IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
+
+
 def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can).
     ``before``: the sentence before it, where a pronoun of it may find its antecedent."""
@@ -617,8 +623,10 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
         return "third_party"
     unidiomatic_text = IF_IDIOM.sub(" ", text)
     for m in _REPORTED.finditer(unidiomatic_text):
-        if m.group(1) in _FIRST_PERSON_SINGULAR or _COMPLEMENT_BEFORE.search(
-            unidiomatic_text[: m.start()]
+        if (
+            m.group(1) in _FIRST_PERSON_SINGULAR
+            or _COMPLEMENT_BEFORE.search(unidiomatic_text[: m.start()])
+            or _IMPRESSION.match(m.group(0))
         ):
             continue
         return "third_party"

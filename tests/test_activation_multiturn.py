@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Thirty-four personas state 132 answer-style, language and accessibility preferences in the
+Thirty-five personas state 136 answer-style, language and accessibility preferences in the
 middle of ordinary sessions:
 
 - after a game that has ended, a translation, a quoted note or someone else's preference;
@@ -29,11 +29,11 @@ middle of ordinary sessions:
   liever korte antwoorden, altijd.", "Gebruik voortaan genummerde lijsten als je stappen
   uitlegt").
 
-Five preferences are bound to a trigger or are someone else's ("Priya likes long detailed
-comparisons", "my gf hates when ppl use emojis", "for this one gimme an example w pizza") and
-must stay conditional.
+Seven preferences are bound to a trigger or are someone else's ("Priya likes long detailed
+comparisons", "my gf hates when ppl use emojis", "for this one gimme an example w pizza",
+"Mój brat pyta, czy możesz mu zawsze odpowiadać po niemiecku") and must stay conditional.
 
-Beside them, 235 histories that must not be promoted (two of them a persona's whole history, in
+Beside them, 242 histories that must not be promoted (three of them a persona's whole history, in
 which nothing but the persona's own preference turns may be promoted): a game, quiz or interview
 practice set up earlier, a test announced in the same turn, someone else at the device, answers
 read to a class; quoted, relayed, reported, sarcastic, future, past and hypothetical wishes; a
@@ -84,9 +84,9 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     bundle = _fitness.load_bundle(name)
     result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
     run = result.runs["ambient"]
-    assert run.ambient_preferences == 132, run.misses
+    assert run.ambient_preferences == 136, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 132 - len(KNOWN_MISSES[name]), run.misses
+    assert run.ambient_hits == 136 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 5 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 235 and run.unsafe_promotions == 0, run.misses
-    assert run.trigger_preferences == 5 and run.trigger_promotions == 0, run.misses
+    assert run.safety == 242 and run.unsafe_promotions == 0, run.misses
+    assert run.trigger_preferences == 7 and run.trigger_promotions == 0, run.misses

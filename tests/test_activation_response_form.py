@@ -1632,3 +1632,24 @@ def test_links_to_sources_and_how_to_address_the_principal_are_no_planted_conten
         "promote",
         "answer_style",
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do not ever use emojis with me, it feels unprofessional.",
+        "Honestly the long answers make my eyes glaze over. Keep them under 150 words from now on.",
+    ],
+)
+def test_how_a_thing_feels_and_the_principals_own_eyes_name_no_one_else(text: str) -> None:
+    """'it feels ...' is no one's report, and 'my eyes' in the sentence before leaves
+    'them' the answers."""
+    assert _extracted(text) == [text]
+    _assert_promoted_whole(text, "answer_style")
+
+
+def test_a_relative_named_in_the_possessive_before_keeps_them_a_third_party() -> None:
+    text = "The emojis in my sister's texts annoy me. Could you leave them out in future?"
+    for record in _records(text):
+        match = find_supporting_claim(record.text, text)
+        assert match is None or _classify(match.sentence)[0] != "promote"
