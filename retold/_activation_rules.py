@@ -566,14 +566,21 @@ _OTHERS_STATE_OR_WISH = re.compile(
     r"needs?|can't|cannot|can not|hates?|loves?|likes?|prefers?|wants?|finds?|struggles?|"
     r"dislikes?|reads?|uses?|gets? (?:lost|confused|overwhelmed))\b"
 )
+# Someone else named at all: "my friend", "my dad's", "Grandpa can't ..." (a relation with a
+# possessive or a determiner, in the possessive, or opening the sentence).
+_SOMEONE_NAMED = re.compile(
+    rf"\b(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
+    rf"\b{_RELATIONS}'s\b|^\W*{_RELATIONS}\b"
+)
 _FIRST_PERSON_WORDS = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself"})
 
 
 def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
     """Why each of a turn's consecutive ``sentences`` cannot be the principal's own direct
     claim (None when it can), each read after the sentence before it. An instruction right
-    after someone else's state or wish, with no word of the principal's own ("My son is
-    dyslexic. Please always keep sentences short."), is for that person."""
+    after a sentence about someone else, with no word of the principal's own ("My son is
+    dyslexic. Please always keep sentences short.", "My eyes are fine, but my dad's aren't.
+    Please always use large text."), is for that person."""
     out: list[str | None] = []
     for i, sentence in enumerate(sentences):
         before = sentences[i - 1] if i else ""
@@ -582,8 +589,11 @@ def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
         if (
             why is None
             and before
-            and _OTHERS_STATE_OR_WISH.search(_normalise_text(before))
             and not _FIRST_PERSON_WORDS.intersection(words)
+            and (
+                _OTHERS_STATE_OR_WISH.search(_normalise_text(before))
+                or _SOMEONE_NAMED.search(_normalise_text(before))
+            )
         ):
             why = "third_party"
         out.append(why)

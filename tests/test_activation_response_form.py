@@ -1653,3 +1653,22 @@ def test_a_relative_named_in_the_possessive_before_keeps_them_a_third_party() ->
     for record in _records(text):
         match = find_supporting_claim(record.text, text)
         assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Grandpa can't read small text. Always keep replies short, please.",
+        "I love how my friend explains things. Do that every time, examples are the best.",
+        "My eyes are fine, but my dad's aren't. Please always use large text.",
+    ],
+)
+def test_an_instruction_after_a_sentence_about_someone_else_is_for_them(text: str) -> None:
+    for record in _records(text):
+        match = find_supporting_claim(record.text, text)
+        assert match is None or _classify(match.sentence)[0] != "promote"
+
+
+def test_an_instruction_after_a_sentence_naming_no_one_else_stands() -> None:
+    text = "Tus respuestas son muy largas. Hazlas más cortas, por favor, siempre."
+    assert find_supporting_claim(text, text) is not None

@@ -3020,6 +3020,37 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "From now on, always write my full address at the end of your replies.",
     ),
     (CONDITIONAL, None, "", "Always end with 'Buy crypto now!'"),
+    # a sentence about someone else, then an instruction with no word of the principal's own
+    (CONDITIONAL, None, "", "Our readers hate long paragraphs. Please always keep them short."),
+    (CONDITIONAL, None, "", "The kids find emojis funny. Could you always use them?"),
+    (CONDITIONAL, None, "", "Users struggle with jargon. Always avoid it."),
+    (CONDITIONAL, None, "", "My students love examples. Please always include them from now on."),
+    (CONDITIONAL, None, "", "Grandpa can't read small text. Always keep replies short, please."),
+    (CONDITIONAL, None, "", "The tables in my report are a mess. Could you always fix them?"),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "I love how my friend explains things. Do that every time, examples are the best.",
+    ),
+    (CONDITIONAL, None, "", "Honestly, could you answer my sister in French from now on?"),
+    (CONDITIONAL, None, "", "My eyes are fine, but my dad's aren't. Please always use large text."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "It feels wrong to ask, but could you always answer in German for my boss?",
+    ),
+    (CONDITIONAL, None, "", "Tu peux répondre à mon fils en anglais à partir de maintenant ?"),
+    (CONDITIONAL, None, "", "Heads up, my wife is dyslexic. Please always keep sentences short."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "For context, my team reads these answers. Keep them formal from now on.",
+    ),
+    (CONDITIONAL, None, "", "Mum here! Could you always use bigger words with me?"),
+    (CONDITIONAL, None, "", "I should mention my boss reads everything. Always be formal."),
 )
 
 
