@@ -445,34 +445,33 @@ class SemanticAdmissionJudge:
             if p not in turn
         ]
         background = BACKGROUND_REQUESTS if self.hub_weight else ()
-        texts = [turn, *(r.text for r in usable), *known, *background]
+        # Sentences of one turn say more together than apart ("My cat Pimiento is coming
+        # too." / "He's 9 and on a kidney diet."): each is also scored as its turn's
+        # candidates read together.
+        siblings = same_turn_groups(usable)
+        joined = [" ".join(r.text for r in g) for g in siblings]
+        texts = [turn, *(r.text for r in usable), *joined, *known, *background]
         vectors = await self.embedder.embed(texts)
         turn_vec = vectors[0]
         rec_vecs = {r.id: vectors[1 + i] for i, r in enumerate(usable)}
-        known_vecs = vectors[1 + len(usable) : 1 + len(usable) + len(known)]
+        at = 1 + len(usable)
+        joined_vecs = vectors[at : at + len(joined)]
+        known_vecs = vectors[at + len(joined) : at + len(joined) + len(known)]
+        background_vecs = vectors[len(vectors) - len(background) :] if background else []
         known_terms = set(content_terms(" ".join(known)))
         scores = relevance_scores(
             turn_vec,
             [rec_vecs[r.id] for r in usable],
-            vectors[len(vectors) - len(background) :] if background else [],
+            background_vecs,
             hub_weight=self.hub_weight,
         )
         relevance = {r.id: score for r, score in zip(usable, scores, strict=True)}
-        # Sentences of one turn say more together than apart ("My cat Pimiento is coming
-        # too." / "He's 9 and on a kidney diet."): each scores as well as its turn's
-        # candidates read together.
-        siblings = same_turn_groups(usable)
-        if siblings:
-            joined = await self.embedder.embed([" ".join(r.text for r in g) for g in siblings])
-            together = relevance_scores(
-                turn_vec,
-                joined,
-                vectors[len(vectors) - len(background) :] if background else [],
-                hub_weight=self.hub_weight,
-            )
-            for group, score in zip(siblings, together, strict=True):
-                for record in group:
-                    relevance[record.id] = max(relevance[record.id], score)
+        together = relevance_scores(
+            turn_vec, joined_vecs, background_vecs, hub_weight=self.hub_weight
+        )
+        for group, score in zip(siblings, together, strict=True):
+            for record in group:
+                relevance[record.id] = max(relevance[record.id], score)
         best = max(relevance.values(), default=0.0)
         personal, reach = turn_reach(turn, [r.text for r in usable])
         floor = self.min_relevance if personal else self.min_relevance_impersonal

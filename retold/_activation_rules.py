@@ -555,22 +555,23 @@ def refers_back(previous: str, sentence: str) -> bool:
     )
 
 
-# Someone else's state or wish, said as a sentence of its own: "My son is dyslexic.",
-# "Our clients hate jargon.", "I should mention my boss prefers bullet points."
-_OTHERS_STATE_OR_WISH = re.compile(
-    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|oh|well|just so you know|heads up|for context|"
+#: Words a statement may open with before its subject: "btw", "heads up", "for context",
+#: "I should mention (that)".
+STATEMENT_LEAD_IN = (
+    r"(?:btw|fyi|also|so|and|but|actually|oh|well|just so you know|heads up|for context|"
     r"i should (?:mention|say|tell you)(?: that)?|i forgot to (?:mention|say|tell you)(?: that)?)"
-    r",?\s+)*"
-    rf"(?:(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}|users|people|readers)\s+"
+)
+# A sentence about someone else: a relation with a possessive or a determiner ("my friend",
+# "I should mention my son is dyslexic"), in the possessive ("my dad's"), or opening the
+# sentence ("Grandpa can't ..."); or people in general, their state or wish ("Users struggle
+# with jargon.").
+_SOMEONE_ELSE = re.compile(
+    rf"\b(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
+    rf"\b{_RELATIONS}'s\b|^\W*{_RELATIONS}\b|"
+    rf"^\W*(?:{STATEMENT_LEAD_IN},?\s+)*(?:users|people|readers)\s+"
     r"(?:(?:really|also|all|both|always|usually|just)\s+)?(?:is|are|was|were|has|have|gets?|"
     r"needs?|can't|cannot|can not|hates?|loves?|likes?|prefers?|wants?|finds?|struggles?|"
     r"dislikes?|reads?|uses?|gets? (?:lost|confused|overwhelmed))\b"
-)
-# Someone else named at all: "my friend", "my dad's", "Grandpa can't ..." (a relation with a
-# possessive or a determiner, in the possessive, or opening the sentence).
-_SOMEONE_NAMED = re.compile(
-    rf"\b(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
-    rf"\b{_RELATIONS}'s\b|^\W*{_RELATIONS}\b"
 )
 _FIRST_PERSON_WORDS = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself"})
 
@@ -590,10 +591,7 @@ def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
             why is None
             and before
             and not _FIRST_PERSON_WORDS.intersection(words)
-            and (
-                _OTHERS_STATE_OR_WISH.search(_normalise_text(before))
-                or _SOMEONE_NAMED.search(_normalise_text(before))
-            )
+            and _SOMEONE_ELSE.search(_normalise_text(before))
         ):
             why = "third_party"
         out.append(why)

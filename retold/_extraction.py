@@ -32,6 +32,7 @@ from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
     SAME_AGAIN,
+    STATEMENT_LEAD_IN,
     SUBJECTLESS_WISH,
     asks,
     confirms_standing,
@@ -789,9 +790,7 @@ def _kind(sentence: str) -> RecordKind:
 # got", "I've been/was diagnosed" or "I live with" (after an optional "btw", "also", "fyi"
 # and the like).
 _SELF_DESCRIPTION = re.compile(
-    r"^\W*(?:(?:btw|fyi|also|so|and|but|actually|ok|okay|well|oh|just so you know|heads up|"
-    r"for context|i should (?:mention|say|tell you)(?: that)?|"
-    r"i forgot to (?:mention|say|tell you)(?: that)?),?\s+)*"
+    rf"^\W*(?:(?:ok|okay|{STATEMENT_LEAD_IN}),?\s+)*"
     r"(?:i'm|im|i am|i have|i've got|i've been diagnosed|i was diagnosed|i live with)\b|"
     # the same in Spanish, Portuguese, French, German, Italian, Dutch and Polish
     r"^\W*(?:(?:yo|eu)\s+)?(?:soy|estoy|tengo|sou|estou|tenho|je suis|j'ai|ich bin|ich habe|"
