@@ -25,6 +25,7 @@ from ._activation_rules import (
     _sentences,
     disqualified_sentences,
     standing_request,
+    takes_back_again,
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import (
@@ -52,6 +53,7 @@ __all__ = [
     "ActivationRequest",
     "OfflineActivationClassifier",
     "instruction_clauses",
+    "one_off_request",
     "standing_claim",
 ]
 
@@ -479,6 +481,26 @@ _BOUND_TO_A_THING = re.compile(
     r"invoice|form|text|note|card|invitation)s?\b|"
     r"\btranslat(?:e|ing)\s+(?:this|that|these|those|it|the|my|our|your)\b"
 )
+
+
+def one_off_request(sentence: str) -> bool:
+    """Whether ``sentence`` asks for something once, or for one item only ("shorten this
+    brief", "in the slide deck", "the agenda I'm sending"), unless it says it stands: a rule
+    of that moment or item, not of every reply to the principal."""
+    text = _normalise_text(sentence)
+    one_off = (
+        _ONE_OFF.search(text)
+        or _ONE_OFF_TASK.search(text)
+        or _task_on_a_thing(text)
+        or _FOR_THE_MOMENT.search(text)
+    )
+    return bool(
+        (one_off and not STANDING.search(text))
+        or _WITHIN_ITEM.search(text)
+        or _BOUND_TO_A_THING.search(text)
+    )
+
+
 # A reason that holds for the moment: "keep it short, I'm on my break", "I'm in a hurry".
 # A reason that names a topic the principal is sensitive about ("be gentle with me, I'm
 # sensitive about my weight"): the manner asked for is kept to that topic.
@@ -645,7 +667,7 @@ def _is_withdrawal(sentence: str) -> bool:
     markdown with me, always" state new standing preferences.
     """
     text = _normalise_text(sentence)
-    if WITHDRAWAL.search(text):
+    if WITHDRAWAL.search(text) or takes_back_again(text):
         return True
     weak = bool(WITHDRAWAL_OR_NEW.search(text)) or (
         bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
@@ -850,17 +872,7 @@ class OfflineActivationClassifier:
                 )
             categories = held
         category = categories[0]
-        one_off = (
-            _ONE_OFF.search(claim)
-            or _ONE_OFF_TASK.search(claim)
-            or _task_on_a_thing(claim)
-            or _FOR_THE_MOMENT.search(claim)
-        )
-        if (
-            (one_off and not STANDING.search(claim))
-            or _WITHIN_ITEM.search(claim)
-            or _BOUND_TO_A_THING.search(claim)
-        ):
+        if one_off_request(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="one_off_request"
             )

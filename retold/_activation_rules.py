@@ -165,6 +165,8 @@ IF_IDIOM = re.compile(
     r"necessary)\b|"
     # the end of a reply, not a condition: "just stop when you're done"
     r"\bwhen you(?:'re| are) (?:done|finished|through)(?=\s*(?:[.,;!?]|$))|"
+    # leave given, not a condition: "you can use emojis again if you want"
+    r"\bif you (?:want|like|wish|prefer)(?=\s*(?:[.,;!?]|$))|"
     # concessive, not conditional: "even if I write in Dutch, answer in English"
     rf"\b(?:{CONCESSIONS})\b|"
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
@@ -981,6 +983,14 @@ _NEED = re.compile(ACCESSIBILITY)
 _JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
 
 
+# Cues of taking back that the extractor reads too: "ignore my earlier request", "undo it",
+# and the Dutch, Italian and Polish forms.
+TAKE_BACK = (
+    r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
+    r"you can stop|no need (?:to|for) .*\bany ?more|"
+    r"you (?:do not|don't|dont) (?:have|need) to\b.*\bany ?more|"
+    r"niet meer|vergeet\w*|non serve più|lascia perdere|dimentic\w*|już nie|zapomnij\w*"
+)
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",
 # "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
 WITHDRAWAL = re.compile(
@@ -988,9 +998,9 @@ WITHDRAWAL = re.compile(
     r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to how|"
-    r"you can stop|no need (?:to|for) .*\bany ?more|"
     r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
-    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr)\b"
+    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr|"
+    rf"{TAKE_BACK})\b"
 )
 # Cues that take something back, or tell the assistant to stop something new ("drop the
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they
@@ -1002,6 +1012,40 @@ WITHDRAWAL_OR_NEW = re.compile(
     r"\b(?:go |going |get |getting )?back to normal\b|"
     r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
 )
+# Leave to do again, or do now, what a preference ruled out: "you can use emojis again",
+# "long answers are fine again", "colours are fine now", "ya puedes contestarme en inglés
+# otra vez". A weak cue: with a standing marker it states a new standing preference.
+_AGAIN = re.compile(
+    r"\b(?:again|otra vez|de nuevo|de nouveau|à nouveau|wieder|di nuovo|opnieuw|weer|znowu|"
+    r"novamente|de novo)\b"
+)
+_ALLOWED = re.compile(
+    r"\b(?:you can|you may|feel free|fine|ok|okay|go ahead|puedes|tu peux|vous pouvez|"
+    r"du kannst|puoi|je mag|je kunt|możesz|podes|pode)\b"
+)
+_FINE_NOW = re.compile(r"\b(?:is|are|'s|'re) (?:fine|ok|okay|alright) now\b")
+# What a leave given again needs to state a new standing preference instead: a marker of
+# time, not "in your answers" ("colours in your answers are fine now" takes a need back).
+_HENCEFORTH = re.compile(
+    r"\b(?:always|from now on|from here on|going forward|by default|in (?:the )?future|"
+    r"from today)\b|"
+    rf"(?<!\w)(?:{FOREIGN_ALWAYS}|{FOREIGN_FROM_NOW_ON})(?!\w)"
+)
+
+
+def allowed_again(sentence: str) -> bool:
+    """Whether ``sentence`` gives leave again for what a preference ruled out (see
+    ``_AGAIN``); the principal's earlier preference it takes back is found by topic."""
+    text = _normalise_text(sentence)
+    return bool((_AGAIN.search(text) and _ALLOWED.search(text)) or _FINE_NOW.search(text))
+
+
+def takes_back_again(sentence: str) -> bool:
+    """:func:`allowed_again` with no marker of time that makes it a new standing preference
+    ("you can give me more detail again from now on")."""
+    return allowed_again(sentence) and not _HENCEFORTH.search(_normalise_text(sentence))
+
+
 # Someone else reading the replies now: "my friend is reading over my shoulder", "reading
 # this to my class now". What the turn asks for is for them; a withdrawal still counts
 # (taking a preference back for that reason is the principal's own decision).

@@ -8,6 +8,7 @@ from datetime import datetime
 from ._activation_classifier import _categories, _is_withdrawal
 from ._activation_evidence import verify_evidence
 from ._activation_rules import (
+    _CLAUSE_PARTS,
     _about_principal,
     _content_stems,
     _negated,
@@ -38,6 +39,9 @@ _GENERIC_TOPIC = frozenset(
     okay said say mind forget drop scratch stop cancel undo disregard longer need want go back
     normal normally everything anything something every time please thanks thank instead
     wait change changed plan me you your thing for time one way can could
+    ask asked request requested rule rules told tell said earlier before previous previously
+    rather prefer preferred about what that those i'd i'll regarding fine ok okay alright
+    again if feel free go ahead
     """.split()
 )
 _CANDIDATE_LIMIT = 200
@@ -76,7 +80,7 @@ def _withdraws(newer: _Claim, older: _Claim) -> bool:
     if not shared:
         return False
     if _is_withdrawal(newer.text):
-        return True
+        return _takes_back(newer.text, old_topic)
     new_cats = set(_categories(_normalise_text(newer.text)))
     old_cats = set(_categories(_normalise_text(older.text)))
     if not new_cats or new_cats != old_cats:
@@ -84,6 +88,26 @@ def _withdraws(newer: _Claim, older: _Claim) -> bool:
     if len(shared) < 0.6 * min(len(new_topic), len(old_topic)):
         return False
     return _negated(_words(newer.text)) != _negated(_words(older.text))
+
+
+def _takes_back(sentence: str, old_topic: set[str]) -> bool:
+    """Whether what ``sentence`` takes back is the preference of ``old_topic``: the clause
+    that carries the withdrawal (or, when none does alone, the sentence) is mostly about it.
+
+    "Never mind the metric units" and "forget what I said about Spanish" take a preference
+    back; "never mind the Spanish homework", "forget the bullet points in the slide deck"
+    and "never mind the colour of the car" name something else, whose words are at least
+    as many as those they share with the preference.
+    """
+    clauses = [c for c in _CLAUSE_PARTS.split(sentence) if c and c.strip()]
+    # a clause that names nothing ("please undo it") takes back what the sentence names
+    holding = [c for c in clauses if _is_withdrawal(c) and _topic(c)] or [sentence]
+    for clause in holding:
+        topic = _topic(clause)
+        shared = topic & old_topic
+        if shared and 2 * len(shared) > len(topic):
+            return True
+    return False
 
 
 def _direct_claim(store: SQLiteStore, scope: Principal, record: Record) -> _Claim | None:

@@ -26,6 +26,7 @@ from ._activation_classifier import (
     PLEASE,
     category_parts,
     instruction_clauses,
+    one_off_request,
     standing_instruction,
 )
 from ._activation_rules import (
@@ -34,6 +35,8 @@ from ._activation_rules import (
     SAME_AGAIN,
     STATEMENT_LEAD_IN,
     SUBJECTLESS_WISH,
+    TAKE_BACK,
+    allowed_again,
     asks,
     confirms_standing,
     refers_back,
@@ -614,7 +617,8 @@ _WITHDRAWAL = re.compile(
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
     r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
     r"ya no|olvida\w*|déjalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
-    r"não precisa mais|vergiss\w*|nicht mehr)\b",
+    r"não precisa mais|vergiss\w*|nicht mehr|"
+    rf"{TAKE_BACK})\b",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -640,8 +644,9 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"\b(concise|concisely|short answers|brief|briefly|succinct|terse|verbose|"
-            r"detailed answers|long answers)\b",
+            r"\b(concise|concisely|brief|briefly|succinct|terse|verbose|"
+            r"(?:short|long|detailed)(?:er)? (?:answers|replies|responses)|more detail|"
+            r"keep (?:it|them|things|your (?:answers|replies|responses)) (?:short|brief))\b",
             re.I,
         ),
         "answer_style.length",
@@ -885,7 +890,7 @@ class OfflineExtractor:
                     or _ABOUT_REPLIES.search(sentence)
                     or PLEASE.search(sentence)
                 )
-                withdrawal = bool(_WITHDRAWAL.search(sentence))
+                withdrawal = bool(_WITHDRAWAL.search(sentence)) or allowed_again(sentence)
                 question = asks(sentence) or (
                     bool(_QUESTION_START.match(sentence))
                     and not _INSTRUCTION.match(sentence)
@@ -919,7 +924,9 @@ class OfflineExtractor:
                     reason = previous = None
                     continue
                 hypothetical = _is_hypothetical(sentence)
-                preference_like = instruction or withdrawal
+                # A request for once or for one item ("drop the bullet points from the
+                # agenda I'm sending") states no preference a later one may replace.
+                preference_like = (instruction or withdrawal) and not one_off_request(sentence)
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
                 kind = _STATE_KINDS.get(_slug(attribute), _kind(sentence))
                 if (

@@ -1,0 +1,215 @@
+"""Withdrawals phrased freely: a later statement takes an ambient preference out of force,
+and one about something else leaves it in force.
+
+Each case is a two-session history written for development (never taken from the test
+split): the principal states a preference and a second one (the control) in the first
+session; in the second session they say one sentence. A *take-back* case expects the first
+preference withdrawn; a *keep* case, a sentence that shares the preference's words or a
+withdrawal cue but is about something else (the Spanish homework, the slide deck, the agenda
+being sent, someone else's wish), expects it still in the profile. Every control preference
+must stay in force. Run through the real pipeline of both offline bundles.
+
+The first 38 cases were the development round; the last 21 were written after it and
+measured before and after the change (withdrawals in force 7/13 -> 3/13, preferences
+wrongly taken out 7/8 -> 0/8).
+
+Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back in another language than the
+preference's words ("Du musst nicht mehr so kurz antworten", "Olvida lo del español"), by an
+antonym ("Imperial units are fine again" after metric), or without a cue the rules read
+("The no-emoji rule is over", "Stop cutting your answers short", "Go back to replying in
+English"); and "I no longer live in Spain, but keep replying in Spanish", whose cue is read
+for the whole sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from retold import _fitness
+
+PREFERENCES = {
+    "short": ("answer_style", "short", "Please always keep your answers short."),
+    "spanish": ("response_language", "spanish", "Always reply to me in Spanish."),
+    "bullets": ("answer_style", "bullet", "Use bullet points in your answers from now on."),
+    "colour": (
+        "accessibility",
+        "colour",
+        "I'm colour-blind, so never rely on colour alone in your answers.",
+    ),
+    "metric": ("answer_style", "metric", "Please use metric units with me, always."),
+    "emoji": ("answer_style", "emoji", "No emojis in your replies, ever."),
+}
+# The control preference stated beside each one (another attribute).
+CONTROL = {
+    "short": "metric",
+    "spanish": "bullets",
+    "bullets": "spanish",
+    "colour": "short",
+    "metric": "emoji",
+    "emoji": "spanish",
+}
+BACK, KEEP = "withdrawn", "ambient"
+CASES: tuple[tuple[str, str, str], ...] = (
+    ("short", "You can write longer answers again.", BACK),
+    ("spanish", "Feel free to answer in English again.", BACK),
+    ("bullets", "I don't need the bullet points anymore.", BACK),
+    ("spanish", "Forget what I said about Spanish.", BACK),
+    ("bullets", "Paragraphs are fine now, no need for bullets.", BACK),
+    ("emoji", "Emojis are fine again.", BACK),
+    ("spanish", "Go back to replying in English.", BACK),
+    ("spanish", "Switch back to English, please.", BACK),
+    ("short", "You don't have to keep it short anymore.", BACK),
+    ("spanish", "Ya puedes contestarme en inglés otra vez.", BACK),
+    ("spanish", "Tu n'as plus besoin de répondre en espagnol.", BACK),
+    ("short", "Du musst nicht mehr so kurz antworten.", BACK),
+    ("bullets", "Ignore my earlier request about bullet points.", BACK),
+    ("metric", "Let's drop the metric thing.", BACK),
+    ("metric", "Imperial units are fine again, my new job is in the US.", BACK),
+    ("short", "Actually, I changed my mind about the short answers: give me full detail.", BACK),
+    ("emoji", "The no-emoji rule is over, use them as you like.", BACK),
+    ("spanish", "That Spanish thing I asked for: please undo it.", BACK),
+    ("spanish", "You can stop replying in Spanish.", BACK),
+    ("bullets", "I'd rather you didn't use bullet points any more.", BACK),
+    ("spanish", "Não precisa mais responder em espanhol.", BACK),
+    ("spanish", "Non serve più rispondere in spagnolo.", BACK),
+    ("spanish", "Je hoeft niet meer in het Spaans te antwoorden.", BACK),
+    ("colour", "My colour vision was corrected, so colours in your answers are fine now.", BACK),
+    ("emoji", "You can use emojis again if you want.", BACK),
+    ("bullets", "No more bullet points, please, just write normally.", BACK),
+    ("short", "Stop cutting your answers short.", BACK),
+    ("metric", "Never mind the metric units.", BACK),
+    ("spanish", "Never mind the Spanish homework, my teacher cancelled it.", KEEP),
+    ("bullets", "Forget the bullet points in the slide deck, my boss wants prose there.", KEEP),
+    ("short", "My sister no longer wants short answers from her assistant.", KEEP),
+    ("metric", "My colleague changed his mind about metric for the report.", KEEP),
+    ("emoji", "Stop using emojis in the team chat, my manager said.", KEEP),
+    ("spanish", "I no longer live in Spain, but keep replying in Spanish.", KEEP),
+    ("short", "Forget the short story I asked for, I'll write it myself.", KEEP),
+    ("bullets", "Scratch that bullet list of groceries, we're eating out.", KEEP),
+    ("colour", "Never mind the colour of the car, I'll pick it later.", KEEP),
+    ("metric", "I don't need the metric conversion for this recipe anymore.", KEEP),
+    # written after the round above, and measured before and after it
+    ("bullets", "Okay, forget the bullet points, plain paragraphs work better for me now.", BACK),
+    ("emoji", "Honestly, emojis are ok again, I missed them.", BACK),
+    ("metric", "Scratch the metric request, I've got used to miles.", BACK),
+    ("spanish", "Please ignore what I said about answering in Spanish.", BACK),
+    ("short", "You don't need to keep answers short anymore, I have more time now.", BACK),
+    ("colour", "Never mind the colour-blind thing, I was thinking of my son.", BACK),
+    ("bullets", "No need for bullet points anymore.", BACK),
+    ("spanish", "Olvida lo del español, ya no hace falta.", BACK),
+    ("emoji", "Feel free to use emojis again.", BACK),
+    ("short", "Long answers are fine again.", BACK),
+    ("metric", "You can stop converting everything to metric.", BACK),
+    ("bullets", "Lass die Aufzählungspunkte weg, das brauche ich nicht mehr.", BACK),
+    ("spanish", "Never mind the Spanish replies.", BACK),
+    ("spanish", "Forget about the Spanish course, it was cancelled.", KEEP),
+    ("metric", "Never mind the metric ruler, I found an old one in the drawer.", KEEP),
+    ("emoji", "My brother doesn't need emojis anymore, he says.", KEEP),
+    ("bullets", "Drop the bullet points from the agenda I'm sending to the team.", KEEP),
+    ("short", "Forget the short trip to Porto, we're staying home.", KEEP),
+    ("colour", "Scratch the colour scheme for the kitchen, we'll keep it white.", KEEP),
+    ("short", "I no longer have a short commute, so I read your answers at home.", KEEP),
+    ("spanish", "Forget what I said about the Spanish flight, it's booked.", KEEP),
+)
+# Take-backs still in force, and preferences taken out by a sentence about something else
+# (see the module doc), by case number; the same for both bundles.
+KNOWN_IN_FORCE = [6, 11, 14, 16, 22, 26, 45, 48, 49]
+KNOWN_TAKEN = [33]
+
+
+def _write(directory: Path) -> None:
+    (directory / "personas").mkdir(parents=True)
+    for i, (key, later, expect) in enumerate(CASES):
+        name = f"wd{i:02d}"
+        category, keyword, text = PREFERENCES[key]
+        c_category, c_keyword, c_text = PREFERENCES[CONTROL[key]]
+        history = [
+            {
+                "session_id": "s1",
+                "time": "2026-09-01T10:00:00Z",
+                "turns": [
+                    {"role": "user", "text": text},
+                    {"role": "assistant", "text": "Noted."},
+                    {"role": "user", "text": c_text},
+                    {"role": "assistant", "text": "Will do."},
+                    {"role": "user", "text": "How do I cook quinoa?"},
+                    {"role": "assistant", "text": "Simmer it in twice its volume of water."},
+                ],
+            },
+            {
+                "session_id": "s2",
+                "time": "2026-09-08T10:00:00Z",
+                "turns": [
+                    {"role": "user", "text": later},
+                    {"role": "assistant", "text": "Okay."},
+                    {"role": "user", "text": "What's a good stretch for tight calves?"},
+                    {"role": "assistant", "text": "A wall calf stretch."},
+                ],
+            },
+        ]
+        persona = {
+            "persona": name,
+            "user": "Sam",
+            "description": "withdrawal phrasings",
+            "languages": ["en"],
+            "history": history,
+            "facts": [],
+            "updates": [],
+            "ambient_preferences": [],
+        }
+        (directory / "personas" / f"{name}.json").write_text(json.dumps(persona))
+        kept = {"preference_keywords": [keyword]} if expect == KEEP else {}
+        lines = [
+            {
+                "id": f"pref-{name}-000",
+                "label": "ambient_preference",
+                "description": later,
+                "persona": name,
+                "probe": {"session_id": "p00", "time": "2026-10-01T10:00:00Z", "text": "Hi."},
+                "expected": {
+                    "preference_category": category,
+                    "expected_activation": expect,
+                    "preference_evidence": {"session_id": "s1", "turn": 0},
+                    **kept,
+                },
+                "reference_answer": "-",
+            },
+            {
+                "id": f"pref-{name}-001",
+                "label": "ambient_preference",
+                "description": "control",
+                "persona": name,
+                "probe": {"session_id": "p01", "time": "2026-10-01T10:00:00Z", "text": "Hello."},
+                "expected": {
+                    "preference_category": c_category,
+                    "expected_activation": "ambient",
+                    "preference_evidence": {"session_id": "s1", "turn": 2},
+                    "preference_keywords": [c_keyword],
+                },
+                "reference_answer": "-",
+            },
+        ]
+        (directory / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.mark.parametrize("name", ["offline-reference", "local"])
+def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
+    name: str, tmp_path: Path
+) -> None:
+    if name == "local":
+        pytest.importorskip("sentence_transformers")
+    _write(tmp_path)
+    bundle = _fitness.load_bundle(name)
+    result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
+    run = result.runs["ambient"]
+    backs = sum(1 for _, _, expect in CASES if expect == BACK)
+    assert run.withdrawn_preferences == backs == 41
+    in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
+    assert in_force == KNOWN_IN_FORCE, run.misses
+    missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
+    assert missed == KNOWN_TAKEN, run.misses  # every control and every other keep holds
+    assert run.unsafe_promotions == 0
