@@ -668,7 +668,17 @@ def _is_withdrawal(sentence: str) -> bool:
     """
     text = _normalise_text(sentence)
     if WITHDRAWAL.search(text) or takes_back_again(text):
-        return True
+        # A cue in a clause about something other than the replies, beside an instruction:
+        # "I no longer live in Spain, but keep replying in Spanish" asks, takes nothing back.
+        clauses = [c for c in _CLAUSE_SPLIT.split(text) if c]
+        cued = [
+            c
+            for c in clauses
+            if WITHDRAWAL.search(c) or WITHDRAWAL_OR_NEW.search(c) or takes_back_again(c)
+        ]
+        about_replies = any(_categories(c) or _REPLY_PART.search(c) for c in cued)
+        rest = [c for c in clauses if c not in cued]
+        return about_replies or not cued or not any(_instructs(c) for c in rest)
     weak = bool(WITHDRAWAL_OR_NEW.search(text)) or (
         bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
     )

@@ -17,8 +17,10 @@ Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back in another langu
 preference's words ("Du musst nicht mehr so kurz antworten", "Olvida lo del español"), by an
 antonym ("Imperial units are fine again" after metric), or without a cue the rules read
 ("The no-emoji rule is over", "Stop cutting your answers short", "Go back to replying in
-English"); and "I no longer live in Spain, but keep replying in Spanish", whose cue is read
-for the whole sentence.
+English"). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
+but by its own record (the cue is about where the principal lives; the instruction restates
+the preference and takes its place), so the profile cites the second session's turn and the
+harness counts case 33 as taken.
 """
 
 from __future__ import annotations
