@@ -39,7 +39,7 @@ _GENERIC_TOPIC = frozenset(
     okay said say mind forget drop scratch stop cancel undo disregard longer need want go back
     normal normally everything anything something every time please thanks thank instead
     wait change changed plan me you your thing for time one way can could
-    ask asked request requested rule rules told tell said earlier before previous previously
+    ask asked request requested rule rules told tell earlier before previous previously
     rather prefer preferred about what that those i'd i'll regarding fine ok okay alright
     again if feel free go ahead
     """.split()

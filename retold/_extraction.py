@@ -645,7 +645,7 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"\b(concise|concisely|brief|briefly|succinct|terse|verbose|"
-            r"(?:short|long|detailed)(?:er)? (?:answers|replies|responses)|more detail|"
+            r"(?:short|shorter|long|longer|detailed) (?:answers|replies|responses)|more detail|"
             r"keep (?:it|them|things|your (?:answers|replies|responses)) (?:short|brief))\b",
             re.I,
         ),
