@@ -657,6 +657,10 @@ def standing_instruction(claim: str) -> bool:
     return standing_claim(claim) and _explicit_instruction(_normalise_text(claim))
 
 
+# Going on as before: "keep replying in Spanish", "keep on using metric".
+_KEEP_ON = re.compile(r"\bkeep (?:on )?[^\W\d_]+ing\b")
+
+
 def _is_withdrawal(sentence: str) -> bool:
     """Whether ``sentence`` takes back an earlier preference instead of stating a new one.
 
@@ -668,8 +672,9 @@ def _is_withdrawal(sentence: str) -> bool:
     """
     text = _normalise_text(sentence)
     if WITHDRAWAL.search(text) or takes_back_again(text):
-        # A cue in a clause about something other than the replies, beside an instruction:
-        # "I no longer live in Spain, but keep replying in Spanish" asks, takes nothing back.
+        # A cue in a clause about something other than the replies, beside an instruction
+        # that stands: "I no longer live in Spain, but keep replying in Spanish" asks, and
+        # takes nothing back ("never mind, answer in French" stays a reaction to the moment).
         clauses = [c for c in _CLAUSE_SPLIT.split(text) if c]
         cued = [
             c
@@ -678,7 +683,8 @@ def _is_withdrawal(sentence: str) -> bool:
         ]
         about_replies = any(_categories(c) or _REPLY_PART.search(c) for c in cued)
         rest = [c for c in clauses if c not in cued]
-        return about_replies or not cued or not any(_instructs(c) for c in rest)
+        stands = [c for c in rest if _instructs(c) and (STANDING.search(c) or _KEEP_ON.search(c))]
+        return about_replies or not cued or not stands
     weak = bool(WITHDRAWAL_OR_NEW.search(text)) or (
         bool(_CHANGE_MARKER.search(text)) and _negated(_WORD.findall(text))
     )

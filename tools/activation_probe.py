@@ -3051,6 +3051,40 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (CONDITIONAL, None, "", "Mum here! Could you always use bigger words with me?"),
     (CONDITIONAL, None, "", "I should mention my boss reads everything. Always be formal."),
+    # a withdrawal cue beside an instruction: a reaction to the moment, unless the
+    # instruction stands and the cue is about something other than the replies
+    (CONDITIONAL, None, "", "Never mind, answer in French."),
+    (CONDITIONAL, None, "", "Forget it, just give me the short version."),
+    (CONDITIONAL, None, "", "Scratch that, use bullet points for this one."),
+    (CONDITIONAL, None, "", "Never mind the essay, write it in Spanish."),
+    (CONDITIONAL, None, "", "I no longer need the summary, just list the steps."),
+    (CONDITIONAL, None, "", "Forget the recipe, tell me in German how to say hello."),
+    (CONDITIONAL, None, "", "Undo it, and reply in English."),
+    (CONDITIONAL, None, "", "You can use emojis again if you want."),
+    (CONDITIONAL, None, "", "Long answers are fine again."),
+    (CONDITIONAL, None, "", "It's fine now, thanks."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My sister no longer reads my messages, so you can write in Polish to her again.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "french",
+        "I'm no longer in Spain, so from now on answer me in French.",
+    ),
+    (PROMOTE, "answer_style", "short", "Forget the old rule: always keep answers short."),
+    (PROMOTE, "answer_style", "simpl", "I'm no longer a student, so always explain things simply."),
+    (
+        PROMOTE,
+        "response_language",
+        "english",
+        "I don't live in Berlin anymore, but please always reply in English.",
+    ),
+    (CONDITIONAL, None, "", "Never mind, reply in Hindi today."),
+    (CONDITIONAL, None, "", "No longer relevant, but my boss wants replies in Dutch."),
 )
 
 
