@@ -50,6 +50,7 @@ from ._lexicon import (
     FOREIGN_IMPERATIVES,
     FOREIGN_NEEDS,
     FOREIGN_PREFER,
+    FOREIGN_SOMEONE_OF_MINE,
     FOREIGN_STANDING,
     LANGUAGE,
     LANGUAGE_NAMES,
@@ -585,7 +586,8 @@ _RELATION = re.compile(
 # "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
 # mir auf Deutsch", "Hindi mein jawab do".
 _LANGUAGE_REQUEST = re.compile(
-    rf"\b(?:in|into|en|em|auf|na)\s+(?:{LANGUAGE})\b|"
+    # "in het Engels" (Dutch), "po angielsku" (Polish)
+    rf"\b(?:in|into|en|em|auf|na|in het|po)\s+(?:{LANGUAGE})\b|"
     rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me)\b|"
     # a change of language: "switch to Spanish", "go back to English"
     rf"\b(?:switch(?:ing)?|go(?:ing)?|chang(?:e|ing)|mov(?:e|ing))(?:\s+back)?\s+to\s+"
@@ -708,15 +710,18 @@ _OTHER_SUBJECT = re.compile(
     r"|^\W*([A-Z][a-z]+)(?:'s)?\s+(?:is|was|has|had|works?|lives?|moved|got|can't|cannot|"
     r"doesn't|does|hates?|loves?|likes?|wants?|needs?|started|quit|left)\b",
 )
+# The same in the other languages the rules read: "mi hermano ...", "mój brat ...".
+_FOREIGN_SUBJECT = re.compile(FOREIGN_SOMEONE_OF_MINE, re.I)
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
 
 
 def _subject(clause: str) -> str | None:
     """Whom ``clause`` (the words before an attribute's cue) is about: None for the principal
-    themself, else the relation or name that is its subject ("wife", "tom")."""
+    themself, else the relation or name that is its subject ("wife", "tom", "hermano")."""
     m = _OTHER_SUBJECT.search(clause)
     if m is None:
-        return None
+        foreign = _FOREIGN_SUBJECT.search(clause)
+        return foreign.group(1).casefold() if foreign else None
     if m.group(2) is None and _SELF_SUBJECT.search(clause[: m.start()]):
         return None  # "I told my boss ..." is still about the principal
     return (m.group(1) or m.group(2)).lower()

@@ -18,6 +18,7 @@ __all__ = [
     "FOREIGN_ONE_OFF",
     "FOREIGN_PREFER",
     "FOREIGN_RESPONSE_FORM",
+    "FOREIGN_SOMEONE_OF_MINE",
     "FOREIGN_STANDING",
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
@@ -124,7 +125,7 @@ FOREIGN_ONE_OFF = (
     r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo)\b"
 )
 
-# Kin and social roles in Spanish, French, Portuguese, Italian, Dutch and German.
+# Kin and social roles in Spanish, French, Portuguese, Italian, Dutch, German and Polish.
 _FOREIGN_RELATIONS = (
     "madre|padre|mam[áa]|pap[áa]|hermanas?|hermanos?|hij[oa]s?|jef[ea]|espos[oa]|marido|mujer|"
     "novi[oa]|amig[oa]s?|abuel[oa]s?|clientes?|alumn[oa]s?|"
@@ -135,7 +136,16 @@ _FOREIGN_RELATIONS = (
     "moeder|vader|zus|broer|zoon|dochter|baas|vrouw|man|vriendin|vriend|oma|opa|kinderen|"
     "coll[èe]gues?|colegas?|colleg(?:a|he|hi)|collega's|"
     "chef(?:in)?|mutter|vater|mama|schwester|bruder|sohn|tochter|frau|mann|freundin|freund|"
-    "kunden|kolleg(?:e|en|in)|kinder"
+    "kunden|kolleg(?:e|en|in)|kinder|"
+    "brat|siostra|tata|syn|c[óo]rka|szef(?:owa)?|[żz]ona|m[ąa][żz]|dziewczyna|ch[łl]opak|"
+    "babcia|dziadek|przyjaciel(?:ka)?|kolega|kole[żz]anka|dzieci"
+)
+#: Someone of the speaker's as the subject of a sentence: "mi hermano", "mon frère", "meu
+#: irmão", "mio fratello", "mijn broer", "mein Bruder", "mój brat" (the relation is group 1).
+FOREIGN_SOMEONE_OF_MINE = (
+    r"(?<!\w)(?:mi|mis|mon|ma|mes|meu|meus|minha|minhas|mio|mia|miei|mie|mijn|mein|meine|"
+    r"m[óo]j|moja|moi|moje)\s+"
+    rf"({_FOREIGN_RELATIONS})(?!\w)"
 )
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (

@@ -9,9 +9,10 @@ withdrawal cue but is about something else (the Spanish homework, the slide deck
 being sent, someone else's wish), expects it still in the profile. Every control preference
 must stay in force. Run through the real pipeline of both offline bundles.
 
-The first 38 cases were the development round; the last 21 were written after it and
+The first 38 cases were the development round; the next 21 were written after it and
 measured before and after the change (withdrawals in force 7/13 -> 3/13, preferences
-wrongly taken out 7/8 -> 0/8).
+wrongly taken out 7/8 -> 0/8); the last 2 ask for a new language of reply in Dutch and
+Polish, which replaces the earlier one.
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back in another language than the
 preference's words ("Du musst nicht mehr so kurz antworten", "Olvida lo del español"), by an
@@ -116,10 +117,13 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("colour", "Scratch the colour scheme for the kitchen, we'll keep it white.", KEEP),
     ("short", "I no longer have a short commute, so I read your answers at home.", KEEP),
     ("spanish", "Forget what I said about the Spanish flight, it's booked.", KEEP),
+    # a new language of reply asked for in Dutch or Polish replaces the earlier one
+    ("spanish", "Antwoord voortaan in het Engels.", BACK),
+    ("spanish", "Odpowiadaj mi zawsze po angielsku.", BACK),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
-KNOWN_IN_FORCE = [6, 11, 14, 16, 22, 26, 45, 48, 49]
+KNOWN_IN_FORCE = [6, 11, 14, 16, 26, 45, 48, 49]
 KNOWN_TAKEN = [33]
 
 
@@ -209,7 +213,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 41
+    assert run.withdrawn_preferences == backs == 43
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))

@@ -176,6 +176,40 @@ async def test_update_supersedes_only_the_same_subject_and_attribute(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("theirs", "subject"),
+    [
+        ("Mi hermano pregunta si puedes contestarle siempre en alemán.", "hermano"),
+        ("Mon frère demande si tu peux toujours lui répondre en allemand.", "frère"),
+        ("Mijn broer vraagt of je hem altijd in het Duits kunt antwoorden.", "broer"),
+        ("Mój brat pyta, czy możesz mu zawsze odpowiadać po niemiecku.", "brat"),
+    ],
+)
+async def test_someone_elses_language_of_reply_in_another_language_supersedes_nothing(
+    store: SQLiteStore, clock: FixedClock, theirs: str, subject: str
+) -> None:
+    """A relative's language of reply, asked in Spanish, French, Dutch or Polish, is keyed to
+    them; the principal's own change of language, in Dutch or Polish, replaces theirs."""
+    _turns(store, "s1", [(Role.USER, None, "Always reply to me in Spanish.")])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=2)
+    _turns(store, "s2", [(Role.USER, None, theirs)])
+    second = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert second.superseded == ()
+    assert [r.attribute for r in second.records] == [f"{subject}:response_language"]
+    clock.advance(days=2)
+    _turns(store, "s3", [(Role.USER, None, "Antwoord voortaan in het Engels.")])
+    third = await extract_session(store, SCOPE, "s3", OfflineExtractor())
+    old = [store.get(SCOPE, rid) for rid in third.superseded]
+    assert [r.text for r in old if r is not None] == ["Always reply to me in Spanish."]
+    clock.advance(days=2)
+    _turns(store, "s4", [(Role.USER, None, "Odpowiadaj mi zawsze po polsku.")])
+    fourth = await extract_session(store, SCOPE, "s4", OfflineExtractor())
+    old = [store.get(SCOPE, rid) for rid in fourth.superseded]
+    assert [r.text for r in old if r is not None] == ["Antwoord voortaan in het Engels."]
+
+
+@pytest.mark.anyio
 async def test_change_words_alone_supersede_nothing(store: SQLiteStore, clock: FixedClock) -> None:
     """'Actually we moved the trip' in a later session leaves the job and the car records alone."""
     _turns(
