@@ -3085,6 +3085,23 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (CONDITIONAL, None, "", "Never mind, reply in Hindi today."),
     (CONDITIONAL, None, "", "No longer relevant, but my boss wants replies in Dutch."),
+    # leave given again, take-back cues and someone else's language in the other languages
+    (CONDITIONAL, None, "", "You can answer in Spanish again tomorrow."),
+    (CONDITIONAL, None, "", "Feel free to use bullet points again for the next answer."),
+    (CONDITIONAL, None, "", "My mum says long answers are fine again for her."),
+    (CONDITIONAL, None, "", "Emojis are fine again in the group chat, my boss says."),
+    (CONDITIONAL, None, "", "It's fine now, my screen reader works again."),
+    (CONDITIONAL, None, "", "Mi hermana quiere que le respondas siempre en inglés."),
+    (CONDITIONAL, None, "", "Mein Chef möchte, dass du ihm immer auf Englisch antwortest."),
+    (CONDITIONAL, None, "", "Mijn vriendin wil dat je altijd in het Engels antwoordt."),
+    (CONDITIONAL, None, "", "Moja siostra chce, żebyś zawsze odpowiadał jej po angielsku."),
+    (CONDITIONAL, None, "", "Ignore my earlier request about the hotel, we found one."),
+    (CONDITIONAL, None, "", "Undo it, the formatting broke the email."),
+    (PROMOTE, "response_language", "engels", "Antwoord voortaan in het Engels."),
+    (PROMOTE, "response_language", "polsku", "Od teraz odpowiadaj mi zawsze po polsku."),
+    (PROMOTE, "answer_style", "emoji", "You can use emojis again from now on, I like them."),
+    (CONDITIONAL, None, "", "Long answers are fine again if the topic is complicated."),
+    (CONDITIONAL, None, "", "No need for bullet points anymore in the report."),
 )
 
 
