@@ -205,6 +205,26 @@ def test_list_shows_activation_and_preference_add_says_conditional(
     assert "[preference, conditional, deleted]" in out
 
 
+def test_list_all_names_what_superseded_a_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memory list --all` says which record replaced a superseded one."""
+    from retold import Principal, RecordDraft, SQLiteStore
+
+    db = str(tmp_path / "m.db")
+    store = SQLiteStore(db)
+    scope = Principal(tenant="acme", principal="alice")
+    old = store.add(scope, RecordDraft(text="Always reply in Spanish.", kind="preference"))
+    new = store.add(
+        scope,
+        RecordDraft(text="Antwoord voortaan in het Engels.", kind="preference", supersedes=old.id),
+    )
+    store.close()
+    _, out, _ = run(capsys, "memory", "list", "--db", db, *SCOPE, "--all")
+    assert f"[preference, conditional, superseded by {new.id}] Always reply in Spanish." in out
+    assert f"{new.id}  " in out and "[preference, conditional] Antwoord" in out
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [

@@ -55,12 +55,15 @@ def register(sub: Any) -> None:
 
 
 def _line(record: Record) -> str:
-    """One record: id, time, ``[kind, activation]`` (plus the lifecycle unless active), text."""
+    """One record: id, time, ``[kind, activation]`` (plus the lifecycle unless active, and
+    what superseded it), text."""
     when = (record.event_time or record.created_at).strftime("%Y-%m-%d %H:%M")
     speaker = f"{record.speaker}: " if record.speaker else ""
     state = f"{record.kind.value}, {record.activation.value}"
     if record.lifecycle is not LifecycleState.ACTIVE:
         state += f", {record.lifecycle.value}"
+    if record.superseded_by:
+        state += f" by {record.superseded_by}"
     return f"{record.id}  [{when}] [{state}] {speaker}{record.text}"
 
 
