@@ -11,6 +11,7 @@ from ._activation_rules import (
     _CLAUSE_PARTS,
     _about_principal,
     _content_stems,
+    _names_people,
     _negated,
     _normalise_text,
     _stem,
@@ -103,6 +104,8 @@ def _takes_back(sentence: str, old_topic: set[str]) -> bool:
     # a clause that names nothing ("please undo it") takes back what the sentence names
     holding = [c for c in clauses if _is_withdrawal(c) and _topic(c)] or [sentence]
     for clause in holding:
+        if _names_people(_words(clause)):
+            continue  # "my brother doesn't need emojis anymore": his, not the principal's
         topic = _topic(clause)
         shared = topic & old_topic
         if shared and 2 * len(shared) > len(topic):

@@ -11,8 +11,8 @@ must stay in force. Run through the real pipeline of both offline bundles.
 
 The first 38 cases were the development round; the next 21 were written after it and
 measured before and after the change (withdrawals in force 7/13 -> 3/13, preferences
-wrongly taken out 7/8 -> 0/8); the last 2 ask for a new language of reply in Dutch and
-Polish, which replaces the earlier one.
+wrongly taken out 7/8 -> 0/8); then 2 ask for a new language of reply in Dutch and
+Polish, which replaces the earlier one, and the last 2 take back what someone else needs.
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back in another language than the
 preference's words ("Du musst nicht mehr so kurz antworten", "Olvida lo del español"), by an
@@ -120,6 +120,9 @@ CASES: tuple[tuple[str, str, str], ...] = (
     # a new language of reply asked for in Dutch or Polish replaces the earlier one
     ("spanish", "Antwoord voortaan in het Engels.", BACK),
     ("spanish", "Odpowiadaj mi zawsze po angielsku.", BACK),
+    # someone else's take-back: the preference is theirs, the principal's stays
+    ("bullets", "My brother doesn't need bullet points anymore.", KEEP),
+    ("metric", "Never mind the metric units for my dad, he's American.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
