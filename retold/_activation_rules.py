@@ -286,10 +286,11 @@ def _without_thing_anaphors(words: Sequence[str], *, before: Sequence[str] = ())
 # It opens the sentence or a clause after a complaint ("the emojis annoy me, could you leave
 # them out in future?"), after any discourse markers ("honestly, could you ...").
 _REQUEST_QUESTION = re.compile(
-    r"(?:^|[,;:\u2014\u2013]\s*|\s-\s)\W*(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|"
+    # (bounded runs of punctuation: unbounded ones are quadratic on a long run of dashes)
+    r"(?:^|[,;:\u2014\u2013]\s*|\s-\s)\W{0,8}(?:(?:hey|hi|ok|okay|so|also|and|but|actually|please|"
     r"btw|oh|well|anyway|anyhow|right|alright|listen|look|yeah|plus|now|besides|honestly|"
     r"frankly|seriously|sorry|by the way|one more thing|last thing|"
-    r"quick (?:question|request|one))\W+)*"
+    r"quick (?:question|request|one))\W{1,8})*"
     r"(?:(?:can|could|would|will)\s+you|(?:can|could|shall)\s+we|"
     r"(?:would|will) it be possible to|is it possible to|(?:can|could|may) i ask you to|"
     # the same in the languages the rules read: "¿puedes ...?", "mi rispondi ...?"
@@ -317,7 +318,7 @@ STANDING = re.compile(
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
     # "would you mind sticking to plain words between us?"
     r"\b(?:(?:keep|stick|stay|talk|speak)(?:s|ing)?|use[sd]?|using|writes?|writing|be|being)\b"
-    r"[^.!?]*\b(?:with me|between us)\b|"
+    r"[^.!?]{0,160}\b(?:with me|between us)\b|"
     # "no emoji, ever", "Don't greet me. Ever.": a trailing "ever" after a pause
     r"[,.!]\s*ever\b"
 )
@@ -987,8 +988,9 @@ _JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
 # and the Dutch, Italian and Polish forms.
 TAKE_BACK = (
     r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
-    r"you can stop|no need (?:to|for) .*\bany ?more|"
-    r"you (?:do not|don't|dont) (?:have|need) to\b.*\bany ?more|"
+    # (the words between are bounded: an unbounded gap is quadratic on a long sentence)
+    r"you can stop|no need (?:to|for) [^.!?]{0,80}?\bany ?more|"
+    r"you (?:do not|don't|dont) (?:have|need) to\b[^.!?]{0,80}?\bany ?more|"
     r"niet meer|vergeet\w*|non serve più|lascia perdere|dimentic\w*|już nie|zapomnij\w*"
 )
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",

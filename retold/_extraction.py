@@ -122,6 +122,10 @@ def is_principal_turn(turn: TranscriptTurn, user: str | None = None) -> bool:
     return turn.speaker is None or turn.speaker == user
 
 
+#: The longest text a proposed record may have (characters).
+MAX_RECORD_TEXT = 4000
+
+
 class ExtractedRecord(BaseModel):
     """One record an extractor proposes. Strict: unknown keys are malformed output.
 
@@ -132,7 +136,7 @@ class ExtractedRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: RecordKind
-    text: str = Field(min_length=1, max_length=4000)
+    text: str = Field(min_length=1, max_length=MAX_RECORD_TEXT)
     evidence_turns: tuple[int, ...] = Field(min_length=1)
     confidence: float = Field(ge=0.0, le=1.0)
     speaker: str | None = None
@@ -917,6 +921,11 @@ class OfflineExtractor:
                 if reason is not None and stands:
                     out.pop()  # ``reason`` is always the last record written
                     sentence = f"{reason.text} {sentence}"
+                if len(sentence) > MAX_RECORD_TEXT:
+                    # A run-on sentence longer than a record may be states nothing to keep
+                    # whole; proposing it would fail the session's whole extraction.
+                    reason = previous = None
+                    continue
                 if not (
                     _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)

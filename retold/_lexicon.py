@@ -112,7 +112,8 @@ FOREIGN_ONE_OFF = (
     r"\b(?:expl[ií]ca(?:me)?|explique(?:-moi)?|expliquez(?:-moi)?|erkl[äa]r(?:e|en)?|spiega(?:mi)?|"
     r"leg(?: me| mij)?(?: [^\W\d_]+)? uit|wyja[śs]nij|wyt[łl]umacz|d[ií]me|dimmi|dis-moi|"
     r"dites-moi|sag mir|sagen sie mir|diz-me|diga-me|cu[ée]ntame|conta-me|vertel|powiedz)\b"
-    rf"[^.!?]*?\b(?:{_FOREIGN_QUESTION_WORDS})\b|"
+    # (a bounded gap: an unbounded one is quadratic on a long sentence)
+    rf"[^.!?]{{0,160}}?\b(?:{_FOREIGN_QUESTION_WORDS})\b|"
     r"\b(?:d[aá]me|d[aá]-me|dammi|donne-moi|donnez-moi|gib mir|geben sie mir|geef me|geef mij|"
     r"daj mi|fais-moi|faites-moi|hazme|haz|faz-me|fammi|maak|zr[óo]b|escribe|escreve|[ée]cris|"
     r"[ée]crivez|schreib(?:e)?|scrivi|schrijf|napisz|prepara|redacta|r[ée]dige|verfasse)\b"

@@ -210,6 +210,31 @@ async def test_someone_elses_language_of_reply_in_another_language_supersedes_no
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("run_on", ["my dog " * 28_000, "- " * 99_000, "dime " * 39_000])
+async def test_a_run_on_turn_neither_fails_nor_stalls_the_sessions_extraction(
+    store: SQLiteStore, run_on: str
+) -> None:
+    """A turn of one sentence of nearly 200,000 characters (no record may be that long)
+    proposes nothing from it, and the session's other statements are still extracted. The
+    rules' patterns stay linear on it (the suite's per-test timeout bounds the run)."""
+    _turns(
+        store,
+        "s1",
+        [
+            (Role.USER, None, "Please always answer me in French."),
+            (Role.USER, None, run_on),
+            (Role.USER, None, "I live in Porto with my cat."),
+        ],
+    )
+    result = await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    assert result.failure is None
+    assert sorted(r.text for r in result.records) == [
+        "I live in Porto with my cat.",
+        "Please always answer me in French.",
+    ]
+
+
+@pytest.mark.anyio
 async def test_change_words_alone_supersede_nothing(store: SQLiteStore, clock: FixedClock) -> None:
     """'Actually we moved the trip' in a later session leaves the job and the car records alone."""
     _turns(
