@@ -1035,17 +1035,21 @@ _HENCEFORTH = re.compile(
 )
 
 
+def _leave_again(text: str) -> bool:
+    return bool((_AGAIN.search(text) and _ALLOWED.search(text)) or _FINE_NOW.search(text))
+
+
 def allowed_again(sentence: str) -> bool:
     """Whether ``sentence`` gives leave again for what a preference ruled out (see
     ``_AGAIN``); the principal's earlier preference it takes back is found by topic."""
-    text = _normalise_text(sentence)
-    return bool((_AGAIN.search(text) and _ALLOWED.search(text)) or _FINE_NOW.search(text))
+    return _leave_again(_normalise_text(sentence))
 
 
 def takes_back_again(sentence: str) -> bool:
     """:func:`allowed_again` with no marker of time that makes it a new standing preference
     ("you can give me more detail again from now on")."""
-    return allowed_again(sentence) and not _HENCEFORTH.search(_normalise_text(sentence))
+    text = _normalise_text(sentence)
+    return _leave_again(text) and not _HENCEFORTH.search(text)
 
 
 # Someone else reading the replies now: "my friend is reading over my shoulder", "reading

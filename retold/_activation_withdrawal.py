@@ -100,13 +100,12 @@ def _takes_back(sentence: str, old_topic: set[str]) -> bool:
     and "never mind the colour of the car" name something else, whose words are at least
     as many as those they share with the preference.
     """
-    clauses = [c for c in _CLAUSE_PARTS.split(sentence) if c and c.strip()]
+    clauses = [(c, _topic(c)) for c in _CLAUSE_PARTS.split(sentence) if c and c.strip()]
     # a clause that names nothing ("please undo it") takes back what the sentence names
-    holding = [c for c in clauses if _is_withdrawal(c) and _topic(c)] or [sentence]
-    for clause in holding:
+    holding = [(c, t) for c, t in clauses if t and _is_withdrawal(c)]
+    for clause, topic in holding or [(sentence, _topic(sentence))]:
         if _names_people(_words(clause)):
             continue  # "my brother doesn't need emojis anymore": his, not the principal's
-        topic = _topic(clause)
         shared = topic & old_topic
         if shared and 2 * len(shared) > len(topic):
             return True
