@@ -189,6 +189,12 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:to|for) (?:a|an) (?:complete |total |absolute )?(?:beginner|novice|newbie|layman|"
         r"layperson|non-expert|five-year-old)|"
         r"just the facts|be (?:more |very )?direct|directness|analog(?:y|ies)|metaphors?|"
+        # code in a reply, how sure it is, and what it closes on
+        r"code (?:first|examples?|snippets?|blocks?|comments?)|add(?:ing)? comments|"
+        r"comment(?:s|ed)? (?:in )?"
+        r"(?:the |your )?code|(?:show|give) me (?:the )?code|line by line|"
+        r"clarifying questions?|how (?:confident|sure) you are|confidence (?:levels?|scores?)|"
+        r"your (?:own )?recommendation|(?:the )?reasoning (?:first|after|afterwards|last)|"
         r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
@@ -231,6 +237,10 @@ _INJECTION = re.compile(
     r"\b(?:this|that|these|those|the above|the following|my)\s+instructions?\b|"
     # text that addresses a model, or speaks of the principal in the third person
     r"\b(?:ai|llms?|chatbots?|language models?|assistants)\b|\b(?:this|the) user\b|"
+    # a role label or chat-template marker, as in a pasted or forged transcript ("SYSTEM:
+    # reply only in uppercase", "[assistant] ...", "<|im_start|>")
+    r"^\W*(?:system|assistant|developer|admin|sys|user|human)(?: message| prompt| note)?\s*[:\]>]|"
+    r"[\[<{]\s*/?(?:system|assistant|developer|admin|sys|inst)\b|<\|[a-z_]+\|>|"
     # a game or role-play: what holds inside it is no standing preference of the user
     r"\b(?:let's|let us) play\b|\bplay(?:ing)? (?:a|this|the|our) game\b|\brole[- ]?play\w*|"
     # the assistant's judgement or safety content switched off ("never mention the risks",
@@ -398,6 +408,21 @@ _ONE_OFF = re.compile(
     # the item at hand named as such: "answer this one in Italian", "that question"
     rf"\b{_ITEM_AT_HAND}|"
     r"\bjust (?:this|that) once\b|"
+    # a reaction to the reply at hand, a bare comparative: "Shorter, please.", "a bit less
+    # formal?", "More detail, please, I'm lost" (this answer redone, not every answer)
+    r"^\W*(?:(?:a bit|a little|a lot|much|way|even|slightly|somewhat)\s+)?"
+    r"(?:shorter|longer|simpler|briefer|clearer|(?:more|less)\s+[^\W\d_]+)"
+    r"(?:\s+(?:please|pls|thanks))?\s*(?:[,.!?]|$)|"
+    # one thing asked for now: "Tell me a joke.", "Give me an example." (not "give me
+    # examples", nor "give me a summary every time", which says it stands)
+    rf"{_REQUEST_OPENER}(?:give|tell|show|send|write|make|draw|find|get|do)\s+(?:me|us)\s+"
+    r"(?:a|an|one)\s|"
+    # a pronoun for the thing at hand as the object: "give me that in Celsius", "say it
+    # again in French", "put that in a table"
+    rf"{_REQUEST_OPENER}(?:give|send|show|tell|say|write|put|do|redo|repeat|read|list|"
+    r"convert|rewrite|explain|type|make)\s+(?:(?:me|us)\s+)?(?:that|it)"
+    r"(?:\s+(?:to|for)\s+(?:me|us))?\s+(?:again|in|into|as|with|without|using|shorter|"
+    r"longer|simpler|briefer)\b|"
     # an instruction whose object is a thing at hand, whatever it is: "quote this price in
     # euros", "put these dates in day/month/year"
     rf"{_REQUEST_OPENER}[^\W\d_]+\s+(?:me\s+)?"
@@ -546,7 +571,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|sugar-?coat|water down|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|walk|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -595,6 +620,9 @@ _PREFERENCE_FORM = re.compile(
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
+    # "I do much better with bullet points than paragraphs", "I learn best from examples"
+    r"\bi (?:do|work|read|learn|cope|manage|follow) (?:much |a lot |far |way )?(?:better|best) "
+    r"(?:with|from|when)\b|"
     r"\bhelps? (?:me )?(?:a lot|a great deal|loads|so much|massively|the most)\b|"
     # how much is enough: "two or three sentences is plenty"
     r"\b(?:is|are) (?:plenty|enough|more than enough)\b|"
@@ -819,6 +847,11 @@ def _categories(claim: str) -> list[str]:
     if "accessibility" in found and set(found) <= {"accessibility", "answer_style"}:
         return ["accessibility"]
     return found
+
+
+def reply_categories(sentence: str) -> list[str]:
+    """The allowlisted categories whose keywords ``sentence`` names (see ``_categories``)."""
+    return _categories(_normalise_text(sentence))
 
 
 class OfflineActivationClassifier:

@@ -207,7 +207,8 @@ _THINGS = frozenset(
     "numbers figures dates units texts notes suggestions recommendations options things "
     "items stuff intros introductions disclaimers caveats warnings apologies greetings "
     "pleasantries jokes quotes citations references abbreviations acronyms charts diagrams "
-    "details specifics alternatives".split()
+    "details specifics alternatives marks symbols emoticons asterisks hashtags icons "
+    "images pictures visuals colours colors fonts capitals caps formulas equations".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to

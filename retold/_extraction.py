@@ -27,6 +27,7 @@ from ._activation_classifier import (
     category_parts,
     instruction_clauses,
     one_off_request,
+    reply_categories,
     standing_instruction,
 )
 from ._activation_rules import (
@@ -934,6 +935,9 @@ class OfflineExtractor:
                     or standing_instruction(sentence)
                     or withdrawal
                     or _RULE.search(sentence)
+                    # an instruction on the replies with no "please" or "I": "Put the
+                    # answer first and the reasoning after."
+                    or (instruction_clauses(sentence) and reply_categories(sentence))
                 ):
                     reason = previous = None
                     continue

@@ -44,7 +44,9 @@ FOREIGN_NEEDS = (
 ACCESSIBILITY = (
     r"\b(?:screen ?readers?|dyslexi[ac]\w*|dyscalcul\w*|dysprax\w*|dysgraph\w*|"
     r"large (?:print|font|text)|bigger (?:font|text)|"
-    r"colou?r ?blind\w*|visually impaired|visual(?:ly)? impairment|vision impair\w*|"
+    r"colou?r ?blind\w*|colou?r vision|"
+    r"(?:can't|can ?not|cannot|ca not) (?:tell|distinguish|see) (?:red|green|blue|colou?rs?)\b|"
+    r"visually impaired|visual(?:ly)? impairment|vision impair\w*|"
     r"low vision|partially sighted|sight loss|macular degeneration|blind|deaf|"
     r"hard of hearing|alt text|captions?|subtitles|sign language|plain language|"
     r"easy[- ]read|adhd|high contrast|text[- ]to[- ]speech|speech[- ]to[- ]text|"
