@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._activation_rules import (
     _NEED,
+    _RELATIONS,
     _WORD,
     HELPS_WHEN_YOU,
     IF_IDIOM,
@@ -418,11 +419,13 @@ _ONE_OFF = re.compile(
     rf"{_REQUEST_OPENER}(?:give|tell|show|send|write|make|draw|find|get|do)\s+(?:me|us)\s+"
     r"(?:a|an|one)\s|"
     # a pronoun for the thing at hand as the object: "give me that in Celsius", "say it
-    # again in French", "put that in a table"
+    # again in French", "put that in a table", "make it formal" (not "keep it short")
     rf"{_REQUEST_OPENER}(?:give|send|show|tell|say|write|put|do|redo|repeat|read|list|"
     r"convert|rewrite|explain|type|make)\s+(?:(?:me|us)\s+)?(?:that|it)"
     r"(?:\s+(?:to|for)\s+(?:me|us))?\s+(?:again|in|into|as|with|without|using|shorter|"
     r"longer|simpler|briefer)\b|"
+    rf"{_REQUEST_OPENER}make\s+(?:it|that|this)\s+(?:(?:a bit|a little|more|less|very|really|"
+    r"extra|super|nice and)\s+)?[^\W\d_]+(?:\s+and\s+[^\W\d_]+)?\s*(?:[,.!?]|$)|"
     # an instruction whose object is a thing at hand, whatever it is: "quote this price in
     # euros", "put these dates in day/month/year"
     rf"{_REQUEST_OPENER}[^\W\d_]+\s+(?:me\s+)?"
@@ -538,7 +541,15 @@ _FOR_THE_MOMENT = re.compile(
     r"\bi(?:'m| am) (?:(?:just|currently|a bit|really)\s+)?(?:on (?:my|a) (?:lunch )?break|"
     r"in a (?:hurry|rush|meeting|queue)|driving|running late|about to (?:leave|go|board)|"
     r"short on time (?:today|now|right now))\b|"
-    r"\bi (?:only )?have (?:a (?:minute|moment|sec(?:ond)?)|(?:two|five|\d+) minutes)\b"
+    r"\bi (?:only )?have (?:a (?:minute|moment|sec(?:ond)?)|(?:two|five|\d+) minutes)\b|"
+    # the moment named as such: "keep it short, I'm at the vet right now"
+    r"\b(?:right now|just now|for now|tonight)\b|"
+    # someone with the principal, for whose sake the reply changes: "go back to English, my
+    # friend here doesn't speak Italian", "my mum is reading along"
+    rf"\b(?:my|our) (?:[^\W\d_]+ ){{0,2}}?{_RELATIONS}(?: here| too| also)? (?:is |are )?"
+    r"(?:here|with (?:me|us)|visiting|reading (?:along|this|with me)|"
+    r"(?:does|do|can|could) not (?:speak|read|understand)|cannot (?:speak|read|understand)|"
+    r"only (?:speaks?|reads?|understands?))\b"
 )
 # An explanation of one topic: "explain quantum physics to a beginner" (not of things at
 # large: "explain things to me like I'm five", "explain everything simply").
@@ -847,6 +858,13 @@ def _categories(claim: str) -> list[str]:
     if "accessibility" in found and set(found) <= {"accessibility", "answer_style"}:
         return ["accessibility"]
     return found
+
+
+def opens_with_instruction(sentence: str) -> bool:
+    """Whether ``sentence`` opens as an instruction ("Put the answer first ...", "Go back
+    to replying in English"), not only holds one in a later clause ("I'm low vision and use
+    200% zoom")."""
+    return bool(_IMPERATIVE_START.search(_normalise_text(sentence).lstrip()))
 
 
 def reply_categories(sentence: str) -> list[str]:

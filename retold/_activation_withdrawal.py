@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,6 +19,7 @@ from ._activation_rules import (
     _words,
 )
 from ._activation_schema import _DIRECT_EPISTEMIC
+from ._lexicon import LANGUAGE_IN_ENGLISH, STYLE_IN_ENGLISH
 from ._records import (
     SEMANTIC_KINDS,
     Principal,
@@ -44,7 +46,28 @@ _GENERIC_TOPIC = frozenset(
     rather prefer preferred about what that those i'd i'll regarding fine ok okay alright
     again if feel free go ahead
     """.split()
+    # the same function words and take-back words in the other languages the rules read
+    # (es, pt, fr, de, it, nl, pl), so that "Olvida lo del español, ya no hace falta" is
+    # about Spanish alone
+    + """
+    lo la el los las de del al un una que ya mi tu su en con por para es esto eso hace falta
+    más mas otra vez olvida olvídalo déjalo deja
+    o os as do da dos das um uma já meu minha em na com é precisa mais esquece
+    le les du un une ne pas me te se mon ma mes dans avec pour est as besoin oublie laisse
+    tomber der das den dem ein eine einen und nicht mehr mir mich dich du ich zu musst muss
+    brauchst brauche lass weg vergiss il gli di della che non più ti si per serve het een en
+    niet meer mij je ik met voor hoeft te nie już mnie się na n'as plus die
+    contesta contestar contestarme contestes responde responder respondas répondre réponds
+    antworte antworten antwortest rispondi rispondere rispondermi antwoord antwoorden
+    odpowiadaj odpowiadać odpowiadał
+    """.split()
 )
+#: A language's name or a common style word as the other languages write it, as the stem of
+#: its English word.
+_IN_ENGLISH = {
+    _stem(word): _stem(english)
+    for word, english in (LANGUAGE_IN_ENGLISH | STYLE_IN_ENGLISH).items()
+}
 _CANDIDATE_LIMIT = 200
 
 
@@ -56,8 +79,13 @@ class _Claim:
     order: tuple[datetime, str, int, int]
 
 
+# An elided article or pronoun of French or Italian ("l'espagnol", "d'emojis", "n'as").
+_ELISION = re.compile(r"\b(?:l|d|n|qu|j|m|t|s|c)'(?=[^\W\d_])", re.I)
+
+
 def _topic(text: str) -> set[str]:
-    return _content_stems(text) - _GENERIC_TOPIC
+    words = _content_stems(_ELISION.sub("", text))
+    return {_IN_ENGLISH.get(w, w) for w in words} - _GENERIC_TOPIC
 
 
 def _response_preference(text: str) -> bool:

@@ -27,6 +27,7 @@ from ._activation_classifier import (
     category_parts,
     instruction_clauses,
     one_off_request,
+    opens_with_instruction,
     reply_categories,
     standing_instruction,
 )
@@ -899,6 +900,9 @@ class OfflineExtractor:
                     or _PREFERENCE.search(sentence)
                     or _ABOUT_REPLIES.search(sentence)
                     or PLEASE.search(sentence)
+                    # an instruction on the replies with no "please" or "I": "Put the
+                    # answer first and the reasoning after.", "Go back to replying in English."
+                    or (opens_with_instruction(sentence) and reply_categories(sentence))
                 )
                 withdrawal = bool(_WITHDRAWAL.search(sentence)) or allowed_again(sentence)
                 question = asks(sentence) or (
@@ -935,9 +939,6 @@ class OfflineExtractor:
                     or standing_instruction(sentence)
                     or withdrawal
                     or _RULE.search(sentence)
-                    # an instruction on the replies with no "please" or "I": "Put the
-                    # answer first and the reasoning after."
-                    or (instruction_clauses(sentence) and reply_categories(sentence))
                 ):
                     reason = previous = None
                     continue

@@ -23,8 +23,10 @@ __all__ = [
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
     "LANGUAGE",
+    "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
     "NON_LATIN_LANGUAGES",
+    "STYLE_IN_ENGLISH",
 ]
 
 #: Access needs named in Spanish, Portuguese, French, German, Italian, Dutch and Polish.
@@ -216,6 +218,42 @@ LANGUAGE_NAMES = (
     "inglese|francese|tedesco|spagnolo|portoghese|engels|frans|duits|spaans|angielsku|"
     "hiszpańsku|francusku|niemiecku|włosku"
 )
+
+#: The English name of a language as its speakers write it in Spanish, Portuguese, French,
+#: German, Italian, Dutch and Polish (see ``LANGUAGE_NAMES``): "Olvida lo del español" takes
+#: back "Always reply to me in Spanish".
+LANGUAGE_IN_ENGLISH: dict[str, str] = {
+    name: english
+    for english, names in {
+        "spanish": "español espanol castellano espanhol espagnol spanisch spagnolo spaans "
+        "hiszpańsku",
+        "english": "inglés ingles inglês anglais englisch inglese engels angielsku",
+        "french": "francés frances francês français francais französisch franzosisch francese "
+        "frans francusku",
+        "german": "alemán aleman alemão allemand deutsch tedesco duits niemiecku",
+        "italian": "italiano italien italienisch włosku",
+        "portuguese": "portugués portugues português portugais portugiesisch portoghese",
+        "japanese": "japonés japones japonês japonais japanisch",
+        "chinese": "chino chinois chinesisch",
+        "dutch": "nederlands néerlandais neerlandais niederländisch olandese holandés",
+        "polish": "polski polsku",
+    }.items()
+    for name in names.split()
+}
+
+#: The English word for the commonest answer styles as the other languages the rules read
+#: name them (length and lists; see ``FOREIGN_ANSWER_STYLE``): "Du musst nicht mehr so kurz
+#: antworten" takes back "Please always keep your answers short".
+STYLE_IN_ENGLISH: dict[str, str] = {
+    word: english
+    for english, words in {
+        "short": "corto corta cortos cortas breve breves court courte courtes kurz kurze kurzen "
+        "kort korte krótko krótkie krótkich curto curta curtos curtas",
+        "bullet": "viñetas vinetas puces aufzählungspunkte stichpunkte stichpunkten puntato "
+        "puntati opsommingstekens tópicos wypunktowania",
+    }.items()
+    for word in words.split()
+}
 
 #: A language named with its variety or script: "Brazilian Portuguese", "Latin American
 #: Spanish", "Simplified Chinese", "Swiss German" (a regex matching a bare name too).

@@ -79,6 +79,12 @@ def _decide(bundle: str, text: str) -> list[tuple[str, str | None, str]]:
         "Give me an example.",
         "Give me a summary.",
         "Tell me a funny joke, I'm bored.",
+        # the thing at hand made so, or the moment named
+        "I'm drafting a complaint to the council. Make it formal and firm.",
+        "Our dog is sick. Keep it short, I'm at the vet right now.",
+        # for the sake of someone with the principal
+        "Go back to English, my friend here doesn't speak Italian.",
+        "My mum is reading along, so answer in Spanish.",
     ],
 )
 def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str) -> None:
@@ -97,8 +103,11 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("Give me a one-line summary first, every time.", "answer_style"),
         ("Shorter answers suit me better in general.", "answer_style"),
         ("Please always keep it short.", "answer_style"),
+        ("Keep it short.", "answer_style"),
+        ("Please always make it short.", "answer_style"),
         # a bare instruction on the replies, with no "please" and no "I"
         ("Put the answer first and the reasoning after.", "answer_style"),
+        ("Go back to replying in English.", "response_language"),
         ("Put a TL;DR at the top of anything longer than a paragraph.", "answer_style"),
         # what suits the principal, said of themselves
         (
@@ -156,3 +165,18 @@ def test_they_of_a_reply_part_named_before_it_is_not_a_third_party() -> None:
     principal's own (a bare 'stop using ...' still reads as a take-back, by design)."""
     text = "Please stop using exclamation marks, they feel fake."
     assert find_supporting_claim(text, text) is not None
+
+
+def test_an_instruction_on_the_replies_with_no_please_carries_its_attribute() -> None:
+    """'Go back to replying in English' is a language of reply, so it replaces the earlier
+    one when written; a self-description with a verb in a later clause ("I'm low vision and
+    use 200% zoom") is no instruction, and one for someone present carries none."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def extract(text: str) -> list[tuple[str, str | None]]:
+        turn = TranscriptTurn(session_id="s", turn_index=0, role=Role.USER, text=text, time=when)
+        return [(r.kind.value, r.attribute) for r in OfflineExtractor().extract([turn], user=None)]
+
+    assert extract("Go back to replying in English.") == [("preference", "response_language")]
+    assert extract("Go back to English, my friend here doesn't speak Italian.")[0][1] is None
+    assert extract("I'm low vision and use 200% zoom.")[0][0] != "preference"

@@ -14,11 +14,13 @@ measured before and after the change (withdrawals in force 7/13 -> 3/13, prefere
 wrongly taken out 7/8 -> 0/8); then 2 ask for a new language of reply in Dutch and
 Polish, which replaces the earlier one, and the last 2 take back what someone else needs.
 
-Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back in another language than the
-preference's words ("Du musst nicht mehr so kurz antworten", "Olvida lo del español"), by an
-antonym ("Imperial units are fine again" after metric), or without a cue the rules read
-("The no-emoji rule is over", "Stop cutting your answers short", "Go back to replying in
-English"). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
+The last 4 take back in another language than the preference's words, or leave it alone
+(read through the English names of languages and of the commonest styles, with the other
+languages' function words set aside).
+
+Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back by an antonym ("Imperial
+units are fine again" after metric), or without a cue the rules read ("The no-emoji rule is
+over", "Stop cutting your answers short", "You can stop converting everything to metric"). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
 but by its own record (the cue is about where the principal lives; the instruction restates
 the preference and takes its place), so the profile cites the second session's turn and the
 harness counts case 33 as taken.
@@ -123,10 +125,15 @@ CASES: tuple[tuple[str, str, str], ...] = (
     # someone else's take-back: the preference is theirs, the principal's stays
     ("bullets", "My brother doesn't need bullet points anymore.", KEEP),
     ("metric", "Never mind the metric units for my dad, he's American.", KEEP),
+    # a take-back in another language than the preference's words, and what leaves it alone
+    ("spanish", "Oublie l'espagnol, ce n'est plus la peine.", BACK),
+    ("spanish", "Olvida lo del curso de español, lo cancelaron.", KEEP),
+    ("short", "Mein Bruder braucht keine kurzen Antworten mehr.", KEEP),
+    ("short", "Vergiss die kurze Reise nach Wien, wir bleiben zu Hause.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
-KNOWN_IN_FORCE = [6, 11, 14, 16, 26, 45, 48, 49]
+KNOWN_IN_FORCE = [14, 16, 26, 48]
 KNOWN_TAKEN = [33]
 
 
@@ -216,7 +223,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 43
+    assert run.withdrawn_preferences == backs == 44
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
