@@ -172,7 +172,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"waffle|padding|small talk|intros?|introductions|(?:jump|get|go) straight (?:in|to it)|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
-        r"like a friend|friendly|professional|keep it (?:plain|simple|tight|snappy|crisp|lean)|"
+        r"like a friend|friendly|professional|"
+        r"keep (?:it|them|things) (?:plain|simple|tight|snappy|crisp|lean)|"
+        r"technical (?:terms|language|vocabulary|words|detail)|"
         r"less is more|chit-?chat|chatter|"
         # length complained of, or cut down: "your answers are way too long, cut them down"
         r"(?:answers?|repl(?:y|ies)|responses?|explanations?) (?:are|is|were|was|get|gets) "
@@ -212,7 +214,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"capital letters|(?:at|to|for) (?:a|an|the) (?:[^\W\d_]+[- ])?[^\W\d_]+ level|"
         r"pros and cons|side[- ]by[- ]side|sign[- ]?offs?|signing off|greetings?|salutations?|"
         # spelling conventions, and how a reply opens or closes
-        r"(?:british|american|us|uk|australian|canadian) (?:english )?spelling|oxford comma|"
+        r"(?:british|american|us|uk|australian|canadian) (?:english )?spellings?|oxford comma|"
         r"(?:start|begin|open|end|finish|close)(?:s|ing)? (?:your |each |every |the |my )?"
         r"(?:answers?|repl(?:y|ies)|responses?|messages?) (?:with|by|on)|follow[- ]up questions?|"
         r"at the (?:end|start|beginning|top|bottom) of (?:each|every|your|all|my) "
@@ -414,6 +416,15 @@ _ONE_OFF = re.compile(
     r"^\W*(?:(?:a bit|a little|a lot|much|way|even|slightly|somewhat)\s+)?"
     r"(?:shorter|longer|simpler|briefer|clearer|(?:more|less)\s+[^\W\d_]+)"
     r"(?:\s+(?:please|pls|thanks))?\s*(?:[,.!?]|$)|"
+    # what the reply is for, one thing: "keep it under 100 words, it's for a tweet"
+    r"\b(?:it's|it is|this is|that's|that is) (?:just |only )?for (?:a|an|the|my|our|his|her|"
+    r"their) [^\W\d_]|"
+    # a thing wanted in a form: "I'd like the recipe in bullet points" (not "the answers ...")
+    r"\bi(?: would|'d)? (?:like|love|want|need) (?:the|my|our|this|that) "
+    r"(?!(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?)\b)[^\W\d_]+"
+    r"(?: [^\W\d_]+)? (?:in|as)\b|"
+    # an instruction on a quantity: "Convert 50 euros to dollars", "give me 3 names"
+    rf"{_REQUEST_OPENER}[^\W\d_]+\s+(?:(?:me|us)\s+)?\d|"
     # one thing asked for now: "Tell me a joke.", "Give me an example." (not "give me
     # examples", nor "give me a summary every time", which says it stands)
     rf"{_REQUEST_OPENER}(?:give|tell|show|send|write|make|draw|find|get|do)\s+(?:me|us)\s+"
@@ -582,7 +593,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|sugar-?coat|water down|walk|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|walk|convert|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )

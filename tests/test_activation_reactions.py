@@ -82,6 +82,10 @@ def _decide(bundle: str, text: str) -> list[tuple[str, str | None, str]]:
         # the thing at hand made so, or the moment named
         "I'm drafting a complaint to the council. Make it formal and firm.",
         "Our dog is sick. Keep it short, I'm at the vet right now.",
+        # a thing wanted in a form, what the reply is for, a quantity
+        "I'd like the recipe in bullet points.",
+        "Keep it under 100 words, it's for a tweet.",
+        "Convert 50 euros to dollars.",
         # for the sake of someone with the principal
         "Go back to English, my friend here doesn't speak Italian.",
         "My mum is reading along, so answer in Spanish.",
@@ -108,6 +112,10 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         # a bare instruction on the replies, with no "please" and no "I"
         ("Put the answer first and the reasoning after.", "answer_style"),
         ("Go back to replying in English.", "response_language"),
+        ("Always convert to metric for me, I'm Australian.", "answer_style"),
+        ("I'm British, so use British spellings like colour and organise.", "answer_style"),
+        ("I work in finance, so you can use technical terms with me.", "answer_style"),
+        ("I'd like the answers in bullet points.", "answer_style"),
         ("Put a TL;DR at the top of anything longer than a paragraph.", "answer_style"),
         # what suits the principal, said of themselves
         (
