@@ -871,6 +871,19 @@ def _categories(claim: str) -> list[str]:
     return found
 
 
+def triggered_request(sentence: str) -> bool:
+    """Whether the instruction in ``sentence`` holds only on a trigger: a topic, a task, a
+    time or a setting ("when we talk about Dutch paperwork, reply in English", "for the
+    report I'm writing, ..."), or a topic the principal is sensitive about. A condition on
+    the reply's own form ("for long replies", "when you list steps") is no trigger."""
+    claim = _normalise_text(sentence)
+    instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
+    return bool(
+        _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction)))
+        or _SENSITIVE_TOPIC.search(claim)
+    )
+
+
 def opens_with_instruction(sentence: str) -> bool:
     """Whether ``sentence`` opens as an instruction ("Put the answer first ...", "Go back
     to replying in English"), not only holds one in a later clause ("I'm low vision and use
@@ -958,10 +971,7 @@ class OfflineActivationClassifier:
             return ActivationProposal(
                 decision="review", category=category, confidence=0.5, reason="hedged"
             )
-        instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
-        if _TRIGGER.search(
-            _RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction))
-        ) or _SENSITIVE_TOPIC.search(claim):
+        if triggered_request(claim):
             return ActivationProposal(
                 decision="conditional", category=category, confidence=0.85, reason="has_trigger"
             )

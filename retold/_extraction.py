@@ -30,6 +30,7 @@ from ._activation_classifier import (
     opens_with_instruction,
     reply_categories,
     standing_instruction,
+    triggered_request,
 )
 from ._activation_rules import (
     IF_IDIOM,
@@ -738,6 +739,8 @@ def _subject(clause: str) -> str | None:
 # tables") does not undo the first. Their key names the item too (``accessibility/
 # dyslexia``), so only a restatement of the same item supersedes.
 _ITEMISED = {"accessibility", "answer_style.format"}
+# The slugs of how the principal is answered (a subject-less attribute is the principal's).
+_REPLY_SLUGS = {"answer_style.length", "answer_style.format", "response_language"}
 # Words that name one item: bullets and numbered lists are two styles of the same list.
 _ITEM_OF = {"bullet": "lists", "numbered": "lists", "table": "tables", "header": "headings"}
 
@@ -945,8 +948,20 @@ class OfflineExtractor:
                 hypothetical = _is_hypothetical(sentence)
                 # A request for once or for one item ("drop the bullet points from the
                 # agenda I'm sending") states no preference a later one may replace.
-                preference_like = (instruction or withdrawal) and not one_off_request(sentence)
+                one_off = one_off_request(sentence)
+                preference_like = (instruction or withdrawal) and not one_off
                 attribute = None if hypothetical else _attribute(sentence, preference_like)
+                if (
+                    attribute is not None
+                    and ":" not in attribute
+                    and _slug(attribute) in _REPLY_SLUGS
+                    and (one_off or (not withdrawal and triggered_request(sentence)))
+                ):
+                    # The principal's own way of replying for once, for one item or on a
+                    # trigger ("answer in English just for this question", "when we talk
+                    # about Dutch paperwork, reply in English"): it replaces no standing one.
+                    # (A take-back names its preference: "ignore what I said about ...")
+                    attribute = None
                 kind = _STATE_KINDS.get(_slug(attribute), _kind(sentence))
                 if (
                     request

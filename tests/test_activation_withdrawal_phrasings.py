@@ -14,9 +14,11 @@ measured before and after the change (withdrawals in force 7/13 -> 3/13, prefere
 wrongly taken out 7/8 -> 0/8); then 2 ask for a new language of reply in Dutch and
 Polish, which replaces the earlier one, and the last 2 take back what someone else needs.
 
-The last 4 take back in another language than the preference's words, or leave it alone
+Then 4 take back in another language than the preference's words, or leave it alone
 (read through the English names of languages and of the commonest styles, with the other
-languages' function words set aside).
+languages' function words set aside), and the last 6 ask for another language or format
+for once, for one item or on a trigger, which replaces no standing preference (the first
+three replaced it when written), or from now on, which does.
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back by an antonym ("Imperial
 units are fine again" after metric), or without a cue the rules read ("The no-emoji rule is
@@ -130,6 +132,14 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("spanish", "Olvida lo del curso de español, lo cancelaron.", KEEP),
     ("short", "Mein Bruder braucht keine kurzen Antworten mehr.", KEEP),
     ("short", "Vergiss die kurze Reise nach Wien, wir bleiben zu Hause.", KEEP),
+    # the principal's way of replying for once, for one item or on a trigger replaces no
+    # standing one when it is written; said to stand, it does
+    ("spanish", "When we talk about Dutch paperwork, reply in English.", KEEP),
+    ("spanish", "For the report I'm writing, answer in English.", KEEP),
+    ("spanish", "Answer in English just for this question.", KEEP),
+    ("spanish", "Cuando hablemos de impuestos, contéstame en inglés.", KEEP),
+    ("bullets", "For the wedding plan, use a table instead of bullets.", KEEP),
+    ("spanish", "Please reply in English from now on.", BACK),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
@@ -223,7 +233,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 44
+    assert run.withdrawn_preferences == backs == 45
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
