@@ -305,7 +305,7 @@ _REQUEST_QUESTION = re.compile(
 STANDING = re.compile(
     r"\b(?:always|never|generally|in general|from now on|from here on|going forward|by default|"
     r"whenever|(?:every|each) (?:single )?time|all the time|in (?:the )?future|as a rule|"
-    r"for everything|"
+    r"for everything|in (?:everything|anything) you (?:write|send|say|tell)|"
     r"whatever the (?:topic|subject|question)|no matter (?:what|the topic|the subject)|"
     r"for future reference|for (?:the )?next time|from today(?: on(?:wards?)?)?|"
     r"make (?:it )?a habit (?:of|to)|"
@@ -987,8 +987,16 @@ _JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
 
 # Cues of taking back that the extractor reads too: "ignore my earlier request", "undo it",
 # and the Dutch, Italian and Polish forms.
+#: Telling the assistant to stop something: with a standing marker a new preference ("stop
+#: using emojis from now on"), without one a take-back ("stop cutting your answers short").
+STOP_DOING = (
+    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with|"
+    r"cutting|converting|adding|putting|including|giving|making|sending)"
+)
 TAKE_BACK = (
     r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
+    # "the no-emoji rule is over"
+    r"(?:rule|thing|request|ban) is over|"
     # (the words between are bounded: an unbounded gap is quadratic on a long sentence)
     r"you can stop|no need (?:to|for) [^.!?]{0,80}?\bany ?more|"
     r"you (?:do not|don't|dont) (?:have|need) to\b[^.!?]{0,80}?\bany ?more|"
@@ -1013,7 +1021,7 @@ WITHDRAWAL_OR_NEW = re.compile(
     # "back to normal" ends a game or a one-off, or takes a preference back: "Back to
     # normal: be concise in general" opens a new standing one
     r"\b(?:go |going |get |getting )?back to normal\b|"
-    r"\bstop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)\b"
+    rf"\b{STOP_DOING}\b"
 )
 # Leave to do again, or do now, what a preference ruled out: "you can use emojis again",
 # "long answers are fine again", "colours are fine now", "ya puedes contestarme en inglés

@@ -44,7 +44,8 @@ _GENERIC_TOPIC = frozenset(
     wait change changed plan me you your thing for time one way can could
     ask asked request requested rule rules told tell earlier before previous previously
     rather prefer preferred about what that those i'd i'll regarding fine ok okay alright
-    again if feel free go ahead
+    again if feel free go ahead convert converting include including put putting add
+    adding show showing cut cutting over them it they
     """.split()
     # the same function words and take-back words in the other languages the rules read
     # (es, pt, fr, de, it, nl, pl), so that "Olvida lo del español, ya no hace falta" is

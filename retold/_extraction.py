@@ -37,6 +37,7 @@ from ._activation_rules import (
     ONLY_STANDS,
     SAME_AGAIN,
     STATEMENT_LEAD_IN,
+    STOP_DOING,
     SUBJECTLESS_WISH,
     TAKE_BACK,
     allowed_again,
@@ -624,7 +625,7 @@ _WITHDRAWAL = re.compile(
     r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
-    r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with)|"
+    rf"{STOP_DOING}|"
     r"ya no|olvida\w*|déjalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
     r"não precisa mais|vergiss\w*|nicht mehr|"
     rf"{TAKE_BACK})\b",

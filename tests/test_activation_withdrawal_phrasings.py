@@ -20,9 +20,11 @@ languages' function words set aside), and the last 6 ask for another language or
 for once, for one item or on a trigger, which replaces no standing preference (the first
 three replaced it when written), or from now on, which does.
 
+The last 4 share a cue with a take-back ("... is over", "stop cutting", "you can stop
+converting") but are about something else or someone else.
+
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back by an antonym ("Imperial
-units are fine again" after metric), or without a cue the rules read ("The no-emoji rule is
-over", "Stop cutting your answers short", "You can stop converting everything to metric"). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
+units are fine again" after metric). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
 but by its own record (the cue is about where the principal lives; the instruction restates
 the preference and takes its place), so the profile cites the second session's turn and the
 harness counts case 33 as taken.
@@ -140,10 +142,15 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("spanish", "Cuando hablemos de impuestos, contéstame en inglés.", KEEP),
     ("bullets", "For the wedding plan, use a table instead of bullets.", KEEP),
     ("spanish", "Please reply in English from now on.", BACK),
+    # the same cues as the ones that now take back, about something else
+    ("emoji", "The emoji ban at work is over, my boss said.", KEEP),
+    ("metric", "You can stop converting the recipe, I found it in grams.", KEEP),
+    ("emoji", "Stop adding emojis to my sister's messages.", KEEP),
+    ("short", "Stop cutting the story short, my son wants the whole thing.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
-KNOWN_IN_FORCE = [14, 16, 26, 48]
+KNOWN_IN_FORCE = [14]
 KNOWN_TAKEN = [33]
 
 
