@@ -593,7 +593,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|sugar-?coat|water down|walk|convert|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|walk|convert|prefer|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -622,7 +622,8 @@ _INSTRUCTION_ANYWHERE = re.compile(
 )
 _PREFERENCE_FORM = re.compile(
     rf"(?<!\w)(?:{FOREIGN_PREFER})(?!\w)|"
-    r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+)?"
+    r"\bi(?:'d| would)?\s+(?:really\s+|actually\s+|generally\s+|much\s+|do\s+|always\s+|"
+    r"only\s+|just\s+)?"
     r"(?:not\s+)?(?:like|want|prefer|need|require|rather)\b|"
     # a dislike (or liking) of what the assistant does: "I hate it when you use emojis"
     # (not of a thing at large: "I hate tables on my phone" says no more than that)
