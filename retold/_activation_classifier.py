@@ -364,7 +364,8 @@ _RESPONSE_CONDITION = re.compile(
     r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
     # any recommendation or explanation, whatever it is of: "when you recommend something",
     # "when you explain anything"
-    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe|compare)\s+"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:recommend|suggest|explain|describe|compare|list|"
+    r"show|give)\s+"
     r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
     # when the assistant needs input: "ask yes/no questions when you need something from me"
     r"\bwhen(?:ever)?\s+you\s+need\s+(?:something|anything|more|information|input|details|"

@@ -116,6 +116,12 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("I'm British, so use British spellings like colour and organise.", "answer_style"),
         ("I work in finance, so you can use technical terms with me.", "answer_style"),
         ("I'd like the answers in bullet points.", "answer_style"),
+        # a condition on the reply's own form, not a topic
+        (
+            "Bullet points would be easier for me. Please use them whenever you list things.",
+            "answer_style",
+        ),
+        ("Your answers are way too long for me, I only need the gist.", "answer_style"),
         ("Put a TL;DR at the top of anything longer than a paragraph.", "answer_style"),
         # what suits the principal, said of themselves
         (
