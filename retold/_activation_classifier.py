@@ -25,6 +25,7 @@ from ._activation_rules import (
     _normalise_text,
     _sentences,
     disqualified_sentences,
+    own_words,
     standing_request,
     takes_back_again,
 )
@@ -883,6 +884,21 @@ def triggered_request(sentence: str) -> bool:
     return bool(
         _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction)))
         or _SENSITIVE_TOPIC.search(claim)
+    )
+
+
+def bound_request(sentence: str) -> bool:
+    """Whether the principal's request in ``sentence`` holds less than every reply, so it
+    can replace no standing preference: for once or one item (:func:`one_off_request`), on
+    a trigger (:func:`triggered_request`), hedged ("perhaps reply in English now and then"),
+    or not the principal's own direct claim (a question, a hypothetical, someone else's
+    words: "my teacher says I should ask you to ...", quoted text)."""
+    return (
+        one_off_request(sentence)
+        or triggered_request(sentence)
+        or _hedged(_normalise_text(sentence))
+        or own_words(sentence).strip() != sentence.strip()
+        or any(disqualified_sentences(_sentences(sentence)))
     )
 
 

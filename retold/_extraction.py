@@ -24,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._activation_classifier import (
     PLEASE,
+    bound_request,
     category_parts,
     instruction_clauses,
     one_off_request,
     opens_with_instruction,
     reply_categories,
     standing_instruction,
-    triggered_request,
 )
 from ._activation_rules import (
     IF_IDIOM,
@@ -956,12 +956,14 @@ class OfflineExtractor:
                     attribute is not None
                     and ":" not in attribute
                     and _slug(attribute) in _REPLY_SLUGS
-                    and (one_off or (not withdrawal and triggered_request(sentence)))
+                    and (one_off or (not withdrawal and bound_request(sentence)))
                 ):
-                    # The principal's own way of replying for once, for one item or on a
-                    # trigger ("answer in English just for this question", "when we talk
-                    # about Dutch paperwork, reply in English"): it replaces no standing one.
-                    # (A take-back names its preference: "ignore what I said about ...")
+                    # The principal's own way of replying for once, for one item, on a
+                    # trigger, hedged or in someone else's words ("answer in English just
+                    # for this question", "when we talk about Dutch paperwork, reply in
+                    # English", "perhaps reply in English now and then"): it replaces no
+                    # standing one. (A take-back names its preference: "ignore what I said
+                    # about ...")
                     attribute = None
                 kind = _STATE_KINDS.get(_slug(attribute), _kind(sentence))
                 if (

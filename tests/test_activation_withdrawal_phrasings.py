@@ -20,8 +20,9 @@ languages' function words set aside), and the last 6 ask for another language or
 for once, for one item or on a trigger, which replaces no standing preference (the first
 three replaced it when written), or from now on, which does.
 
-The last 4 share a cue with a take-back ("... is over", "stop cutting", "you can stop
-converting") but are about something else or someone else.
+Then 4 share a cue with a take-back ("... is over", "stop cutting", "you can stop
+converting") but are about something else or someone else, and the last 4 are hedged,
+someone else's words or quoted (the first three replaced the preference when written).
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back by an antonym ("Imperial
 units are fine again" after metric). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
@@ -147,6 +148,11 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("metric", "You can stop converting the recipe, I found it in grams.", KEEP),
     ("emoji", "Stop adding emojis to my sister's messages.", KEEP),
     ("short", "Stop cutting the story short, my son wants the whole thing.", KEEP),
+    # hedged, someone else's words, or quoted: no claim of the principal's own
+    ("spanish", "Perhaps reply in English now and then.", KEEP),
+    ("spanish", "My teacher says I should ask you to reply in English.", KEEP),
+    ("spanish", '"Always reply in English" is what my old bot was told.', KEEP),
+    ("spanish", "Always answer in English, my wife insists.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
