@@ -985,14 +985,15 @@ _NEED = re.compile(ACCESSIBILITY)
 _JOKE_FORM = re.compile(r"\bknock,? knock\b|\bwho's there\b")
 
 
-# Cues of taking back that the extractor reads too: "ignore my earlier request", "undo it",
-# and the Dutch, Italian and Polish forms.
 #: Telling the assistant to stop something: with a standing marker a new preference ("stop
 #: using emojis from now on"), without one a take-back ("stop cutting your answers short").
+#: The extractor and the rules both read it.
 STOP_DOING = (
     r"stop (?:using|doing|replying|answering|responding|writing|talking|speaking|with|"
     r"cutting|converting|adding|putting|including|giving|making|sending)"
 )
+# Cues of taking back that the extractor reads too: "ignore my earlier request", "undo it",
+# and the Dutch, Italian and Polish forms.
 TAKE_BACK = (
     r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
     # "the no-emoji rule is over"
