@@ -602,7 +602,8 @@ _INSTRUCTION_VERBS = (
 # Asking for the same again, with what it is said only before: "do that every time".
 _SAME_AGAIN = re.compile(rf"\b(?:{SAME_AGAIN})\b")
 _IMPERATIVE_START = re.compile(
-    r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then),?\s+)*"
+    r"^(?:(?:actually|also|ok|okay|so|and|but|oh|well|hey|from now on|btw|then|in general|"
+    r"generally|as a rule|by default|going forward|from here on|in future),?\s+)*"
     r"(?:(?:please|always|never|ever|just|kindly|do not|do)\s+)*"
     rf"(?:(?:{_INSTRUCTION_VERBS})\b|"
     # a prohibition with no verb: "no emoji in your answers", "no headings", "zero emojis"

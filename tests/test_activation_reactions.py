@@ -122,6 +122,8 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "answer_style",
         ),
         ("Your answers are way too long for me, I only need the gist.", "answer_style"),
+        # a standing marker before the imperative
+        ("Also, in general keep your answers short, I read them on breaks.", "answer_style"),
         ("Put a TL;DR at the top of anything longer than a paragraph.", "answer_style"),
         # what suits the principal, said of themselves
         (
