@@ -360,6 +360,8 @@ _RESPONSE_CONDITION = re.compile(
     rf"includes?)\b|"
     # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
     # about X", which names a topic)
+    # every conversation: "when we talk", "whenever we chat" (not "when we talk about X")
+    r"\bwhen(?:ever)?\s+we\s+(?:talk|chat|speak)\b(?!\s+(?:about|on|regarding)\b)|"
     r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
     r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding|for|my|his|her|their|our|him|"
     r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
@@ -646,6 +648,11 @@ _PREFERENCE_FORM = re.compile(
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
+    # a dislike of what the assistant's replies do: "emojis in your replies annoy me", "I'm
+    # not a fan of long answers from you"
+    r"\byour\b[^.!?]{0,60}?\b(?:annoy|bother|irritate|distract|confuse|overwhelm)s? me\b|"
+    r"\bi(?:'m| am) not (?:a|much of a|the biggest) fan of\b[^.!?]{0,60}?"
+    r"\b(?:from you|your)\b|"
     # "I do much better with bullet points than paragraphs", "I learn best from examples"
     r"\bi (?:do|work|read|learn|cope|manage|follow) (?:much |a lot |far |way )?(?:better|best) "
     r"(?:with|from|when)\b|"

@@ -122,6 +122,10 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "answer_style",
         ),
         ("Your answers are way too long for me, I only need the gist.", "answer_style"),
+        # a dislike said of the replies, and every conversation as the condition
+        ("Emojis in your replies annoy me.", "answer_style"),
+        ("I'm not a fan of long answers from you, to be honest.", "answer_style"),
+        ("A formal tone suits me better when we talk.", "answer_style"),
         # a standing marker before the imperative
         ("Also, in general keep your answers short, I read them on breaks.", "answer_style"),
         ("Put a TL;DR at the top of anything longer than a paragraph.", "answer_style"),
@@ -169,6 +173,8 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "My dad can't tell red from green, so which paint should I pick?",
         "My sister hates hashtags, they look silly to her.",
         "Walk the dog at six.",
+        "Your bullet points annoy my boss.",
+        "I can't stand my neighbour's music.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

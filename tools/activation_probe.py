@@ -3806,6 +3806,27 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "",
         "Can you make this shorter? 'We regret to inform you that the event has been postponed due to unforeseen circumstances.'",
     ),
+    # session 18, eighth batch: a liking or dislike said of the replies
+    (PROMOTE, "answer_style", "long", "I'm not a fan of long answers from you, to be honest."),
+    (PROMOTE, "answer_style", "emoji", "Emojis in your replies annoy me."),
+    (PROMOTE, "answer_style", "jargon", "I can't stand jargon, so keep it plain with me."),
+    (PROMOTE, "answer_style", "walls of text", "Please, no more walls of text."),
+    (PROMOTE, "answer_style", "short", "Short and sweet is how I like my answers."),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "Honestly, bullet points are the only format I actually read.",
+    ),
+    (PROMOTE, "answer_style", "formal", "A formal tone suits me better when we talk."),
+    (PROMOTE, "response_language", "german", "I'd prefer German from you, it's my first language."),
+    (PROMOTE, "answer_style", "step", "Step-by-step instructions are what I need from you."),
+    (PROMOTE, "answer_style", "example", "Examples make things click for me, so lean on them."),
+    (CONDITIONAL, None, "", "Long meetings are not my thing."),
+    (CONDITIONAL, None, "", "Emojis annoy me when my coworkers use them."),
+    (CONDITIONAL, None, "", "I can't stand my neighbour's music."),
+    (CONDITIONAL, None, "", "My dad is not a fan of long answers."),
+    (CONDITIONAL, None, "", "Short and sweet is how I like my holidays."),
 )
 
 
