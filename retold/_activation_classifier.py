@@ -464,16 +464,24 @@ _ONE_OFF = re.compile(
     # the same in the other languages the rules read
     rf"{FOREIGN_ONE_OFF}"
 )
+# Documents the principal works on, one at a time: a rule for one of them is no rule for
+# every reply.
+_DOCUMENTS = (
+    r"(?:essays?|reports?|document|doc|article|letter|presentation|slides|deck|thesis|paper|cv|"
+    r"resume|proposal|script|speech|invitations?|newsletter|spreadsheet|chapter|story|poem|"
+    r"assignment|homework|cards?|toast|caption|bio|post|e-?mail|recipes?|manual|agenda|menu|"
+    r"itinerary|brochure|guide|handbook|website|blog|memo|minutes|schedule|flyer|poster|leaflet|"
+    r"eulogy|lecture|talk|pitch|worksheets?|quiz|exam)"
+)
 # A rule kept within the item at hand ("in this essay always use British spelling"): a
 # standing marker inside it stands only there.
 _WITHIN_ITEM = re.compile(
     rf"\b(?:in|for|throughout|within|across) {_ITEM_AT_HAND}|"
     # a document named as the one at hand, or the principal's own: "always include sources
     # in the essay", "in my essay always use British spelling"
-    r"\b(?:in|for|throughout|within) (?:the|my|our) (?:[^\W\d_]+ )?(?:essays?|reports?|document|doc|article|"
-    r"letter|presentation|slides|deck|thesis|paper|cv|resume|proposal|script|speech|"
-    r"invitations?|newsletter|spreadsheet|chapter|story|poem|assignment|homework|cards?|toast|"
-    r"caption|bio|post|e-?mail)\b|"
+    # (or kept so: "keep the speech short")
+    rf"\b(?:in|for|throughout|within|to|into|keep|make) (?:the|my|our) (?:[^\W\d_]+ )?"
+    rf"{_DOCUMENTS}\b|"
     rf"(?<!\w)(?:{FOREIGN_IN_THIS})(?!\w)|"
     # work on a document of the principal's ("format the invoice totals in euros, always two
     # decimals") or words to put on something ("write ... on a sticky note")
@@ -503,7 +511,8 @@ _ONE_OFF_TASK = re.compile(
 _DEFINITE_TASK = re.compile(
     rf"{_REQUEST_OPENER}"
     r"(?:give|send|show|tell|write|make|get|find|price|quote|convert|explain|list|draw|plan|"
-    r"read|put|do|draft|prepare|present|lay out)\s+(?:(?:me|us)\s+)?(?:the|my|our)\s+"
+    r"read|put|do|draft|prepare|present|lay out|keep|use|add|number)\s+(?:(?:me|us)\s+)?"
+    r"(?:the|my|our)\s+"
     r"(?P<thing>[^\W\d_]+(?:\s+[^\W\d_]+)?)"
 )
 _REPLY_PART = re.compile(
@@ -511,7 +520,8 @@ _REPLY_PART = re.compile(
     r"sentences?|words?|wording|paragraphs?|steps|lists?|examples?|summar(?:y|ies)|headings?|"
     r"tables?|units?|tone|basics|details|gist|point|points|bottom line|facts|takeaways?|"
     r"short|long|key|main|tl;?dr|version|sources?|references?|citations?|caveats?|"
-    r"disclaimers?|jargon|markdown|emojis?|bullet\w*)\b"
+    r"disclaimers?|jargon|markdown|emojis?|bullet\w*|language|vocabulary|style|humou?r|"
+    r"jokes?|spellings?|comma|system|clock|length|level|sign-?offs?|greetings?|intros?)\b"
 )
 
 

@@ -86,6 +86,12 @@ def _decide(bundle: str, text: str) -> list[tuple[str, str | None, str]]:
         "I'd like the recipe in bullet points.",
         "Keep it under 100 words, it's for a tweet.",
         "Convert 50 euros to dollars.",
+        # a bare instruction on one document (the same with "please" was promoted too)
+        "Use metric units in the recipe.",
+        "Add sources to the report.",
+        "Keep the speech short.",
+        "Please keep the speech short.",
+        "Number the steps in the manual.",
         # for the sake of someone with the principal
         "Go back to English, my friend here doesn't speak Italian.",
         "My mum is reading along, so answer in Spanish.",
@@ -108,6 +114,10 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("Shorter answers suit me better in general.", "answer_style"),
         ("Please always keep it short.", "answer_style"),
         ("Keep it short.", "answer_style"),
+        ("Use the metric system.", "answer_style"),
+        ("Keep the language simple.", "answer_style"),
+        ("Use the Oxford comma.", "answer_style"),
+        ("Always keep the answers short.", "answer_style"),
         ("Please always make it short.", "answer_style"),
         # a bare instruction on the replies, with no "please" and no "I"
         ("Put the answer first and the reasoning after.", "answer_style"),
