@@ -64,10 +64,13 @@ _GENERIC_TOPIC = frozenset(
     """.split()
 )
 #: A language's name or a common style word as the other languages write it, as the stem of
-#: its English word.
+#: its English word; and the other end of a scale of units, as the end a preference names
+#: ("Imperial units are fine again" takes back "use metric units").
 _IN_ENGLISH = {
     _stem(word): _stem(english)
-    for word, english in (LANGUAGE_IN_ENGLISH | STYLE_IN_ENGLISH).items()
+    for word, english in (
+        LANGUAGE_IN_ENGLISH | STYLE_IN_ENGLISH | {"imperial": "metric", "fahrenheit": "celsius"}
+    ).items()
 }
 _CANDIDATE_LIMIT = 200
 

@@ -24,9 +24,12 @@ Then 4 share a cue with a take-back ("... is over", "stop cutting", "you can sto
 converting") but are about something else or someone else, and the last 4 are hedged,
 someone else's words or quoted (the first three replaced the preference when written).
 
-Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): a take-back by an antonym ("Imperial
-units are fine again" after metric). "I no longer live in Spain, but keep replying in Spanish" keeps Spanish in force,
-but by its own record (the cue is about where the principal lives; the instruction restates
+The last 3 name the other end of a scale of units ("imperial" after "metric"), which is
+the same preference.
+
+Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): no take-back is left in force. "I no
+longer live in Spain, but keep replying in Spanish" keeps Spanish in force, but by its own
+record (the cue is about where the principal lives; the instruction restates
 the preference and takes its place), so the profile cites the second session's turn and the
 harness counts case 33 as taken.
 """
@@ -153,10 +156,14 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("spanish", "My teacher says I should ask you to reply in English.", KEEP),
     ("spanish", '"Always reply in English" is what my old bot was told.', KEEP),
     ("spanish", "Always answer in English, my wife insists.", KEEP),
+    # the other end of a scale of units names the same preference
+    ("metric", "Imperial is fine again for me, I moved back to Ohio.", BACK),
+    ("metric", "Imperial units are fine again for my dad's questions.", KEEP),
+    ("metric", "Never mind the imperial conversion chart, I printed one.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
-KNOWN_IN_FORCE = [14]
+KNOWN_IN_FORCE: list[int] = []
 KNOWN_TAKEN = [33]
 
 
@@ -246,7 +253,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 45
+    assert run.withdrawn_preferences == backs == 46
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
