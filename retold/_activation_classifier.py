@@ -570,9 +570,9 @@ _FOR_THE_MOMENT = re.compile(
     # the moment named as such: "keep it short, I'm at the vet right now"
     r"\b(?:right now|just now|for now|tonight)\b|"
     # someone with the principal, for whose sake the reply changes: "go back to English, my
-    # friend here doesn't speak Italian", "my mum is reading along"
+    # friend here doesn't speak Italian" (someone reading along is ``_SOMEONE_ELSE_READING``'s)
     rf"\b(?:my|our) (?:[^\W\d_]+ ){{0,2}}?{_RELATIONS}(?: here| too| also)? (?:is |are )?"
-    r"(?:here|with (?:me|us)|visiting|reading (?:along|this|with me)|"
+    r"(?:here|with (?:me|us)|visiting|"
     r"(?:does|do|can|could) not (?:speak|read|understand)|cannot (?:speak|read|understand)|"
     r"only (?:speaks?|reads?|understands?))\b"
 )
@@ -840,10 +840,10 @@ def category_parts(sentence: str) -> list[str]:
     name it, with those that name neither (a standing marker, "please") kept in both, in
     order. Empty for any other sentence, or when one clause names both ("Short answers in
     Spanish")."""
-    if set(_categories(_normalise_text(sentence))) != {"response_language", "answer_style"}:
+    if set(reply_categories(sentence)) != {"response_language", "answer_style"}:
         return []
     clauses = [c.strip() for c in _PART_SPLIT.split(sentence) if c and c.strip(" .!")]
-    named = [set(_categories(_normalise_text(c))) for c in clauses]
+    named = [set(reply_categories(c)) for c in clauses]
     if any(len(n) > 1 for n in named):
         return []
     return [
@@ -906,14 +906,14 @@ def triggered_request(sentence: str) -> bool:
 
 
 def bound_request(sentence: str) -> bool:
-    """Whether the principal's request in ``sentence`` holds less than every reply, so it
-    can replace no standing preference: for once or one item (:func:`one_off_request`), on
-    a trigger (:func:`triggered_request`), hedged ("perhaps reply in English now and then"),
-    or not the principal's own direct claim (a question, a hypothetical, someone else's
-    words: "my teacher says I should ask you to ...", quoted text)."""
+    """Whether the principal's request in ``sentence``, if it is not a one-off
+    (:func:`one_off_request`, which callers test first), still holds less than every reply,
+    so it can replace no standing preference: on a trigger (:func:`triggered_request`),
+    hedged ("perhaps reply in English now and then"), or not the principal's own direct claim
+    (a question, a hypothetical, someone else's words: "my teacher says I should ask you to
+    ...", quoted text)."""
     return (
-        one_off_request(sentence)
-        or triggered_request(sentence)
+        triggered_request(sentence)
         or _hedged(_normalise_text(sentence))
         or own_words(sentence).strip() != sentence.strip()
         or any(disqualified_sentences(_sentences(sentence)))

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from ._activation_classifier import _categories, _is_withdrawal
+from ._activation_classifier import _is_withdrawal, reply_categories
 from ._activation_evidence import verify_evidence
 from ._activation_rules import (
     _CLAUSE_PARTS,
@@ -14,7 +14,6 @@ from ._activation_rules import (
     _content_stems,
     _names_people,
     _negated,
-    _normalise_text,
     _stem,
     _words,
 )
@@ -54,7 +53,7 @@ _GENERIC_TOPIC = frozenset(
     lo la el los las de del al un una que ya mi tu su en con por para es esto eso hace falta
     más mas otra vez olvida olvídalo déjalo deja
     o os as do da dos das um uma já meu minha em na com é precisa mais esquece
-    le les du un une ne pas me te se mon ma mes dans avec pour est as besoin oublie laisse
+    le les du une ne pas te se mon ma mes dans avec pour est besoin oublie laisse
     tomber der das den dem ein eine einen und nicht mehr mir mich dich du ich zu musst muss
     brauchst brauche lass weg vergiss il gli di della che non più ti si per serve het een en
     niet meer mij je ik met voor hoeft te nie już mnie się na n'as plus die
@@ -92,10 +91,6 @@ def _topic(text: str) -> set[str]:
     return {_IN_ENGLISH.get(w, w) for w in words} - _GENERIC_TOPIC
 
 
-def _response_preference(text: str) -> bool:
-    return bool(_categories(_normalise_text(text)))
-
-
 def _withdraws(newer: _Claim, older: _Claim) -> bool:
     """Whether the principal's claim ``newer`` takes back their earlier claim ``older``.
 
@@ -106,7 +101,7 @@ def _withdraws(newer: _Claim, older: _Claim) -> bool:
     (:func:`_is_withdrawal`), or contradicts it: the same category and topic (the shared
     words are at least 60% of the smaller topic) with the opposite negation.
     """
-    if newer.order <= older.order or not _response_preference(older.text):
+    if newer.order <= older.order or not reply_categories(older.text):
         return False
     new_topic, old_topic = _topic(newer.text), _topic(older.text)
     shared = new_topic & old_topic
@@ -114,8 +109,8 @@ def _withdraws(newer: _Claim, older: _Claim) -> bool:
         return False
     if _is_withdrawal(newer.text):
         return _takes_back(newer.text, old_topic)
-    new_cats = set(_categories(_normalise_text(newer.text)))
-    old_cats = set(_categories(_normalise_text(older.text)))
+    new_cats = set(reply_categories(newer.text))
+    old_cats = set(reply_categories(older.text))
     if not new_cats or new_cats != old_cats:
         return False
     if len(shared) < 0.6 * min(len(new_topic), len(old_topic)):
