@@ -9,54 +9,25 @@ Written for development from fresh phrasings, never taken from the test split.
 
 from __future__ import annotations
 
-import inspect
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 import pytest
 
-from retold._activation_classifier import ActivationRequest
 from retold._activation_rules import find_supporting_claim
 from retold._extraction import OfflineExtractor
-from retold._records import EvidenceRef, Role, TranscriptTurn
+from retold._records import Role, TranscriptTurn
 from retold.policy.reference import get_bundle
+from tools.activation_probe import decide_turn
 
 BUNDLES = ("offline-reference", "local")
-
-
-async def _result(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def _decide(bundle: str, text: str) -> list[tuple[str, str | None, str]]:
     """(decision, category, reason) for each record the turn ``text`` yields."""
     classifier = get_bundle(bundle).activation_classifier()
-    turn = TranscriptTurn(
-        session_id="s",
-        turn_index=0,
-        role=Role.USER,
-        text=text,
-        time=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    out = []
-    for record in OfflineExtractor().extract([turn], user=None):
-        match = find_supporting_claim(record.text, text)
-        if match is None:
-            out.append(("conditional", None, "not_verified"))
-            continue
-        request = ActivationRequest(
-            record_id="r",
-            kind=record.kind.value,
-            record_text=record.text,
-            claim=match.sentence,
-            evidence=EvidenceRef(session_id="s", turn_index=0),
-        )
-        proposal = classifier.classify(request)
-        if inspect.isawaitable(proposal):  # the local bundle's classifier is async
-            proposal = anyio.run(_result, proposal)
-        out.append((proposal.decision, proposal.category, proposal.reason))
-    return out
+    decided = anyio.run(decide_turn, classifier, text)
+    return [(p.decision, p.category, p.reason) for _, p in decided]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES)

@@ -21,12 +21,18 @@ from retold import (
     SQLiteStore,
     TranscriptTurn,
 )
-from retold._extraction import ExtractedRecord, OfflineExtractor, extract_session
+from retold._extraction import ExtractedRecord, ExtractionResult, OfflineExtractor, extract_session
 
 from .conftest import FixedClock
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SCOPE = Principal(tenant="acme", principal="maya")
+
+
+def _superseded_texts(store: SQLiteStore, result: ExtractionResult) -> list[str]:
+    """The texts of the records ``result``'s session superseded, in its order."""
+    old = [store.get(SCOPE, rid) for rid in result.superseded]
+    return [r.text for r in old if r is not None]
 
 
 def _turns(store: SQLiteStore, session: str, texts: Sequence[tuple[Role, str | None, str]]) -> None:
@@ -150,8 +156,7 @@ async def test_access_needs_and_formats_add_up_and_a_restatement_replaces(
     clock.advance(days=1)
     _turns(store, "s4", [(Role.USER, None, "From now on, use bullet points instead.")])
     result = await extract_session(store, SCOPE, "s4", OfflineExtractor())
-    old = [store.get(SCOPE, rid) for rid in result.superseded]
-    assert [r.text for r in old if r is not None] == ["Numbered lists, please, always."]
+    assert _superseded_texts(store, result) == ["Numbered lists, please, always."]
 
 
 @pytest.mark.anyio
@@ -200,13 +205,11 @@ async def test_someone_elses_language_of_reply_in_another_language_supersedes_no
     clock.advance(days=2)
     _turns(store, "s3", [(Role.USER, None, "Antwoord voortaan in het Engels.")])
     third = await extract_session(store, SCOPE, "s3", OfflineExtractor())
-    old = [store.get(SCOPE, rid) for rid in third.superseded]
-    assert [r.text for r in old if r is not None] == ["Always reply to me in Spanish."]
+    assert _superseded_texts(store, third) == ["Always reply to me in Spanish."]
     clock.advance(days=2)
     _turns(store, "s4", [(Role.USER, None, "Odpowiadaj mi zawsze po polsku.")])
     fourth = await extract_session(store, SCOPE, "s4", OfflineExtractor())
-    old = [store.get(SCOPE, rid) for rid in fourth.superseded]
-    assert [r.text for r in old if r is not None] == ["Antwoord voortaan in het Engels."]
+    assert _superseded_texts(store, fourth) == ["Antwoord voortaan in het Engels."]
 
 
 @pytest.mark.anyio

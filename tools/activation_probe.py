@@ -16,9 +16,11 @@ nothing, so it is a measuring tool, not a test.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -3833,26 +3835,42 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
 _UNVERIFIED = ActivationProposal(decision="conditional", confidence=1.0, reason="not_verified")
 
 
+async def decide_turn(classifier: Any, text: str) -> list[tuple[str, ActivationProposal]]:
+    """(record text, proposal) for each record one user turn ``text`` yields, as a session
+    end decides it: the offline extractor, the host's claim verification, then
+    ``classifier`` (sync, as the offline one, or async, as the local one)."""
+    turn = TranscriptTurn(
+        session_id="s",
+        turn_index=0,
+        role=Role.USER,
+        text=text,
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    decided = []
+    for record in OfflineExtractor().extract([turn], user=None):
+        match = find_supporting_claim(record.text, text)
+        if match is None:  # the host finds no claim of the user's own: never promoted
+            decided.append((record.text, _UNVERIFIED))
+            continue
+        request = ActivationRequest(
+            record_id="r",
+            kind=record.kind.value,
+            record_text=record.text,
+            claim=match.sentence,
+            evidence=EvidenceRef(session_id="s", turn_index=0),
+        )
+        proposal = classifier.classify(request)
+        if inspect.isawaitable(proposal):
+            proposal = await proposal
+        decided.append((record.text, proposal))
+    return decided
+
+
 async def run(verbose: bool) -> int:
     classifier = get_bundle("local").activation_classifier()
-    when = datetime(2026, 1, 1, tzinfo=UTC)
     right = 0
     for want, category, words, text in CASES:
-        turn = TranscriptTurn(session_id="s", turn_index=0, role=Role.USER, text=text, time=when)
-        decided = []
-        for record in OfflineExtractor().extract([turn], user=None):
-            match = find_supporting_claim(record.text, text)
-            if match is None:  # the host finds no claim of the user's own: never promoted
-                decided.append((record.text, _UNVERIFIED))
-                continue
-            request = ActivationRequest(
-                record_id="r",
-                kind=record.kind.value,
-                record_text=record.text,
-                claim=match.sentence,
-                evidence=EvidenceRef(session_id="s", turn_index=0),
-            )
-            decided.append((record.text, await classifier.classify(request)))
+        decided = await decide_turn(classifier, text)
         if want == PROMOTE:
             ok = any(
                 p.decision == PROMOTE
