@@ -36,6 +36,7 @@ __all__ = [
     "content_terms",
     "personal_turn",
     "stem",
+    "turn_reach",
 ]
 
 _STOPWORDS = frozenset(
@@ -170,7 +171,6 @@ _ANAPHOR = re.compile(
 )
 _SELF_WORDS = ("i", "i'm", "my", "me", "we", "our")
 _NAMED = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][A-Za-z]+")
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|we|we're|we've|our|ours|us)\b", re.I)
 # A named person's or thing's possessive after the first word ("When is Carla's birthday?").
 NAMED_POSSESSIVE = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+'s\b")
 # Turns about the assistant itself or pure small talk never need the user's memory.
@@ -271,20 +271,60 @@ def personal_turn(turn: str) -> bool:
     )
 
 
-def _personal(turn: str) -> bool:
-    return bool(
-        _FIRST_PERSON.search(turn)
-        or _FOREIGN_FIRST_PERSON.search(turn)
-        or NAMED_POSSESSIVE.search(turn)
+# In a how-to question the first person is anyone's: "How do I say 'thank you' in Greek?"
+# asks what anybody would ask, and says nothing about the principal's own life.
+_GENERIC_HOW_TO = re.compile(r"\bhow (?:do|can|should|could|would) (?:i|we)\b", re.I)
+# A definite reference: "the removals", "this bike", "those tickets".
+_DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
+
+
+_OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
+
+
+def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
+    """(personal, reaches memory) of ``turn``, as both offline judges read it.
+
+    Personal: about the principal's own life (:func:`personal_turn`), where quoted text is
+    only mentioned, the first person of a how-to question is generic, and a named possessive
+    ("Newton's laws") counts only for a name one of the ``candidates`` texts uses. A turn
+    reaches memory when it is personal or makes a definite reference ("What did the
+    removals cost?"); "How far is Odense from Copenhagen?" asks what anybody would.
+    """
+    unquoted = QUOTED_SPAN.sub(" ", turn)
+    text = _GENERIC_HOW_TO.sub(" ", unquoted)
+    personal = personal_turn(NAMED_POSSESSIVE.sub(" ", text))
+    if not personal and NAMED_POSSESSIVE.search(text):
+        words = {w.casefold() for c in candidates for w in re.findall(r"[^\W\d_]+", c)}
+        personal = any(m.group(0)[:-2].casefold() in words for m in NAMED_POSSESSIVE.finditer(text))
+    if not personal and (opener := _OPENING_POSSESSIVE.match(text.strip())):
+        # A capitalised possessive that opens the turn ("Finn's birthday is next week, ...")
+        # may be any capitalised word ("Today's plan"): it counts for a name a candidate
+        # writes capitalised inside a sentence ("My nephew Finn ...").
+        personal = opener.group(1) in {m.group(0) for c in candidates for m in _NAMED.finditer(c)}
+    return personal, personal or bool(_DEFINITE.search(unquoted))
+
+
+def _personal_or_named(turn: str) -> bool:
+    """Whether ``turn`` is personal, or has a possessive that may name someone the principal
+    told us about ("When is Carla's birthday?", "Finn's party is Friday, ..."; not
+    "What's ..."): the judge checks the name against the candidates (:func:`turn_reach`)."""
+    unquoted = QUOTED_SPAN.sub(" ", turn)
+    opener = _OPENING_POSSESSIVE.match(unquoted.strip())
+    return (
+        turn_reach(turn, ())[0]
+        or bool(NAMED_POSSESSIVE.search(unquoted))
+        or (opener is not None and opener.group(0).casefold() not in _STOPWORDS)
     )
 
 
 class LexicalGapPlanner:
     """Deterministic lexical gap planner (offline reference policy, no model).
 
-    Plans one gap when the turn is about the user (first person, or a named person's
-    possessive) or asks for a recommendation that depends on their constraints, and only
-    when the store holds anything for the principal (``inventory``). Its query is the
+    Plans one gap when the turn is about the user (:func:`turn_reach`: a first person that
+    is not the object of a request ("tell me") or a how-to's anybody ("how do I ..."), a
+    recall phrase, or a named person's possessive) or asks for a recommendation that
+    depends on their constraints, and only when the store holds anything for the principal
+    (``inventory``). Its query is the
     turn's content words: a lexical baseline finds only statements that share a word with
     the turn (the ``local`` bundle matches on meaning). The judge, not the planner, decides
     what is used.
@@ -295,7 +335,7 @@ class LexicalGapPlanner:
     finds the user's recent statements, and the judge admits the latest conversation's.
     """
 
-    policy_id = "lexical-gap-planner-offline@4"
+    policy_id = "lexical-gap-planner-offline@5"
 
     def plan(
         self,
@@ -316,10 +356,7 @@ class LexicalGapPlanner:
             query = " ".join(dict.fromkeys([*words, *_SELF_WORDS]))
             gap = Gap(category=GapCategory.TASK_STATE, query=query)
             return GapDecision(gaps=(gap,), policy=self.policy_id)
-        personal = _personal(turn)
-        recall = bool(_RECALL_CUES.search(turn) or _FOREIGN_RECALL_CUES.search(turn))
-        personalise = bool(_PERSONALISE_CUES.search(turn))
-        if not (personal or recall or personalise):
+        if not (_personal_or_named(turn) or _PERSONALISE_CUES.search(turn)):
             return GapDecision(policy=self.policy_id)
         query = " ".join(_raw_terms(turn))
         if not query.strip():
@@ -362,7 +399,12 @@ class LexicalAdmissionJudge:
 
     A candidate is ``helpful`` when it shares at least ``min_shared`` content terms with
     the turn and adds something the draft, the public context and the profile do not
-    already say; ``redundant`` when it adds nothing; ``potentially_harmful`` when it is
+    already say. The turn must reach memory (:func:`turn_reach`: personal, or a definite
+    reference) or ask for advice that depends on the user (the planner's recommendation
+    cues), and a turn that is not about the user's own life needs
+    ``min_shared_impersonal`` shared terms: "Recommend a novel to read on a train" shares
+    one topic word with "I take the train to work" and asks for nobody's memory.
+    ``redundant`` when it adds nothing; ``potentially_harmful`` when it is
     hypothetical or redacted; ``insufficient`` otherwise. There are no topical word lists:
     a statement that names the turn's subject in other words is not found (that is what the
     ``local`` bundle's meaning-based judge is for).
@@ -380,10 +422,13 @@ class LexicalAdmissionJudge:
     directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@4"
+    policy_id = "lexical-admission-judge-offline@5"
 
-    def __init__(self, *, min_shared: int = 1, max_admitted: int = 3) -> None:
+    def __init__(
+        self, *, min_shared: int = 1, min_shared_impersonal: int = 2, max_admitted: int = 3
+    ) -> None:
         self.min_shared = min_shared
+        self.min_shared_impersonal = min_shared_impersonal
         self.max_admitted = max_admitted
 
     def admit(
@@ -401,6 +446,9 @@ class LexicalAdmissionJudge:
         shared_of: dict[str, set[str]] = {}
         usable: list[Record] = []
         turn_names, turn_lower = _names(turn), _lower_words(turn)
+        personal, reach = turn_reach(turn, [r.text for r in candidates])
+        reach = reach or bool(_PERSONALISE_CUES.search(turn))
+        needed = self.min_shared if personal else self.min_shared_impersonal
         for record in candidates:
             terms = set(content_terms(record.text))
             # A name in one text and a common word in the other ("Rose" / "roses") is no match.
@@ -414,7 +462,7 @@ class LexicalAdmissionJudge:
                 reasons[record.id] = ReasonCode.POTENTIALLY_HARMFUL
                 continue
             usable.append(record)
-            if len(shared) < self.min_shared:
+            if not reach or len(shared) < needed:
                 reasons[record.id] = ReasonCode.INSUFFICIENT
             elif terms and not novel and terms <= known | wanted and terms & known >= shared:
                 reasons[record.id] = ReasonCode.REDUNDANT

@@ -65,7 +65,7 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._typing import Embedder
 
-from .lexical import NAMED_POSSESSIVE, QUOTED_SPAN, content_terms, personal_turn
+from .lexical import content_terms, turn_reach
 
 __all__ = [
     "BACKGROUND_REQUESTS",
@@ -78,7 +78,6 @@ __all__ = [
     "relevance_scores",
     "same_turn_groups",
     "shared_embedder",
-    "turn_reach",
 ]
 
 # The gap categories, described in the spec's own words (§3.1): a turn is filed under the
@@ -302,31 +301,6 @@ def _share_a_name(a: str, b: str) -> bool:
     return bool(shared & (inside_a | inside_b))
 
 
-# In a how-to question the first person is anyone's: "How do I say 'thank you' in Greek?"
-# asks what anybody would ask, and says nothing about the principal's own life.
-_GENERIC_HOW_TO = re.compile(r"\bhow (?:do|can|should|could|would) (?:i|we)\b", re.I)
-# A definite reference: "the removals", "this bike", "those tickets".
-_DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
-
-
-def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
-    """(personal, reaches memory) of ``turn`` as the ``local`` judge reads it.
-
-    Personal: about the principal's own life (:func:`personal_turn`), where quoted text is
-    only mentioned, the first person of a how-to question is generic, and a named possessive
-    ("Newton's laws") counts only for a name one of the ``candidates`` texts uses. A turn
-    reaches memory when it is personal or makes a definite reference ("What did the
-    removals cost?"); "How far is Odense from Copenhagen?" asks what anybody would.
-    """
-    unquoted = QUOTED_SPAN.sub(" ", turn)
-    text = _GENERIC_HOW_TO.sub(" ", unquoted)
-    personal = personal_turn(NAMED_POSSESSIVE.sub(" ", text))
-    if not personal and NAMED_POSSESSIVE.search(text):
-        words = {w.casefold() for c in candidates for w in re.findall(r"[^\W\d_]+", c)}
-        personal = any(m.group(0)[:-2].casefold() in words for m in NAMED_POSSESSIVE.finditer(text))
-    return personal, personal or bool(_DEFINITE.search(unquoted))
-
-
 def _when(record: Record) -> datetime:
     return record.event_time or record.created_at
 
@@ -387,7 +361,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@5"
+    policy_id = "semantic-admission-judge-local@6"
 
     def __init__(
         self,

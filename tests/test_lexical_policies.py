@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from retold import EvidenceRef, ProfileBlock, ReasonCode, Record
-from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner, content_terms, stem
+from retold.policy.lexical import (
+    LexicalAdmissionJudge,
+    LexicalGapPlanner,
+    content_terms,
+    stem,
+    turn_reach,
+)
 
 INVENTORY = ["constraint", "relationship_or_event"]
 EMPTY = ProfileBlock.empty()
@@ -58,7 +64,58 @@ def test_personal_recall_plans_a_gap_from_the_turns_own_words() -> None:
     decision = LexicalGapPlanner().plan("What was the name of my dentist?", None, EMPTY, INVENTORY)
     assert len(decision.gaps) == 1
     assert decision.gaps[0].query.split() == ["dentist"]
-    assert decision.policy.endswith("offline@4")
+    assert decision.policy.endswith("offline@5")
+
+
+def test_a_request_to_the_assistant_plans_no_gap() -> None:
+    """ "Me" as the object of a request ("tell me", "write me") and the "I" of a how-to are
+    anybody's; a first person elsewhere, or a possessive that opens the turn, plans a gap."""
+    planner = LexicalGapPlanner()
+    for turn in (
+        "Tell me a fun fact about peanuts.",
+        "Write me a jazz haiku.",
+        "Give me a vegetarian lasagne recipe.",
+        "How do I say 'thank you' in Japanese?",
+        "What's the capital of Peru?",
+    ):
+        assert planner.plan(turn, None, EMPTY, INVENTORY).gaps == (), turn
+    for turn in (
+        "Is peanut butter okay for me?",
+        "What should we cook tonight?",
+        "Noor's school wants a snack list, what can she have?",
+        "When is Carla's birthday?",
+    ):
+        assert len(planner.plan(turn, None, EMPTY, INVENTORY).gaps) == 1, turn
+
+
+def test_turn_reach_an_opening_possessive_counts_for_a_name_the_memory_uses() -> None:
+    """A possessive that opens the turn may be any capitalised word: it makes the turn
+    personal only for a name a candidate writes capitalised inside a sentence."""
+    turn = "Finn's party is on Friday, any cake ideas?"
+    assert turn_reach(turn, ["My nephew Finn turns six."]) == (True, True)
+    assert turn_reach(turn, ["Finn turns six."]) == (False, False)
+    assert turn_reach("Today's plan is a hike, any tips?", ["Today I hike with Ana."])[0] is False
+    assert turn_reach("How do I fix my bike?", []) == (True, True)
+    assert turn_reach("How do I fix a bike?", []) == (False, False)
+    assert turn_reach("How do I fix the bike?", []) == (False, True)
+
+
+def test_judge_an_impersonal_turn_needs_more_than_one_shared_word() -> None:
+    """A turn about nobody's life ("Recommend a podcast for the bus") shares one topic word
+    with "I take the bus to work" and gets nothing; a personal turn needs one, an impersonal
+    turn that asks for advice two."""
+    cands = [_record("a", "I take the bus to work every morning.")]
+    judge = LexicalAdmissionJudge()
+    assert judge.admit("Recommend a podcast for the bus.", None, EMPTY, "draft", cands).is_empty
+    assert judge.admit("Tell me about the bus.", None, EMPTY, "draft", cands).is_empty
+    personal = judge.admit("What can I listen to on the bus?", None, EMPTY, "draft", cands)
+    assert personal.admitted == ("a",)
+    two = judge.admit("Recommend a podcast for the bus to work.", None, EMPTY, "draft", cands)
+    assert two.admitted == ("a",)
+    strict = LexicalAdmissionJudge(min_shared_impersonal=3)
+    assert strict.admit(
+        "Recommend a podcast for the bus to work.", None, EMPTY, "d", cands
+    ).is_empty
 
 
 def test_judge_admits_related_and_rejects_unrelated() -> None:
@@ -111,7 +168,7 @@ def test_follow_up_plans_a_task_state_gap() -> None:
     assert len(gaps) == 1 and gaps[0].category.value == "task_state"
     assert "it" in gaps[0].query.split() and "my" in gaps[0].query.split()
     assert planner.plan("When is the winter solstice this year?", None, EMPTY, INVENTORY).gaps == ()
-    assert LexicalGapPlanner.policy_id.endswith("offline@4")
+    assert LexicalGapPlanner.policy_id.endswith("offline@5")
 
 
 def test_judge_follow_up_admits_the_latest_conversation() -> None:

@@ -39,13 +39,13 @@ from retold._extraction import extract_session
 from retold._fitness import load_scenarios
 from retold._records import Principal, Record, Role, TranscriptTurn
 from retold._store import SQLiteStore
+from retold.policy.lexical import turn_reach
 from retold.policy.local import (
     BACKGROUND_REQUESTS,
     hubness,
     relevance_scores,
     same_turn_groups,
     shared_embedder,
-    turn_reach,
 )
 from retold.policy.reference import get_bundle
 
