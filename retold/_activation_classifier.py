@@ -45,6 +45,7 @@ from ._lexicon import (
     FOREIGN_TRIGGERS,
     FOREIGN_WHEN_YOU_ANSWER,
     LANGUAGE,
+    LENGTH_LIMIT,
     NON_LATIN_LANGUAGES,
 )
 from ._records import EvidenceRef
@@ -149,6 +150,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "answer_style": re.compile(
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
         r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
+        rf"{LENGTH_LIMIT}|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
         r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
         r"numbered|number (?:the|your|each|all|them)|sources|citations?|cite (?:the|your)|"
@@ -227,7 +229,9 @@ _INJECTION = re.compile(
     r"\b(?:system prompt|prompt|ignore|disregard|override|reveal|"
     # "print" the command, not the noun of "large print" or "the small print"
     r"(?<!large )(?<!small )(?<!fine )print\w*|"
-    r"developer|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
+    # the developer's voice ("developer mode", "your developer"), not the principal's job
+    r"developer (?:mode|message|prompt|settings?|access|override|note)|"
+    r"(?:your|the|its|this bot's) developers?|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
     r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
     r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)|"
@@ -338,7 +342,9 @@ _RESPONSE_FORM = (
     r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
     r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?|"
     r"process(?:es)?|procedures?|how-?tos?|charts?|graphs?|diagrams?|images?|pictures?|"
-    r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts)"
+    r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts|"
+    r"recommendations?|suggestions?|advice|estimates?|opinions?|comparisons?|definitions?|"
+    r"translations?)"
 )
 _RESPONSE_CONDITION = re.compile(
     rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"

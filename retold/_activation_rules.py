@@ -161,8 +161,11 @@ POLITE_REQUEST = (
 # "If needed", "if possible", ...: idiomatic qualifiers of an instruction, not hypotheticals.
 IF_IDIOM = re.compile(
     r"\bif (?:needed|necessary|possible|relevant|appropriate|applicable|useful|helpful|any)\b|"
-    r"\bwhen(?:ever)? (?:you can|possible|it makes sense|it helps|appropriate|relevant|needed|"
+    r"\bwhen(?:ever)? (?:you can|possible|useful|helpful|appropriate|relevant|needed|"
     r"necessary)\b|"
+    # the assistant's judgement of use: "whenever they'd help", "if it helps"
+    r"\b(?:if|when(?:ever)?) (?:it|they|that|this|those)(?:'d|'ll| would| will)? "
+    r"(?:helps?|be (?:useful|helpful)|makes? sense)\b|"
     # the end of a reply, not a condition: "just stop when you're done"
     r"\bwhen you(?:'re| are) (?:done|finished|through)(?=\s*(?:[.,;!?]|$))|"
     # leave given, not a condition: "you can use emojis again if you want"
@@ -334,6 +337,10 @@ _REPORTED = re.compile(
 )
 # The principal reporting their own words ("I've said it before: short answers, always").
 _FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll", *FOREIGN_I.split("|")})
+# No one reporting: what is done to the principal ("I hate being asked ..."), or a
+# thing's need ("answer as long as it needs to be"; "it says ..." is a report).
+_THING = frozenset("it this that which what everything something anything nothing".split())
+_A_NEED = re.compile(r"\s+(?:needs|needed|requires|required)\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
 _HEARSAY = re.compile(
@@ -637,6 +644,8 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
     for m in _REPORTED.finditer(unidiomatic_text):
         if (
             m.group(1) in _FIRST_PERSON_SINGULAR
+            or m.group(1) == "being"
+            or (m.group(1) in _THING and _A_NEED.match(m.group(0), len(m.group(1))))
             or _COMPLEMENT_BEFORE.search(unidiomatic_text[: m.start()])
             or _IMPRESSION.match(m.group(0))
         ):
@@ -997,7 +1006,7 @@ STOP_DOING = (
 TAKE_BACK = (
     r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
     # "the no-emoji rule is over"
-    r"(?:rule|thing|request|ban) is over|"
+    r"(?:rule|thing|request|ban) is over|(?:that's|that is) over|"
     # (the words between are bounded: an unbounded gap is quadratic on a long sentence)
     r"you can stop|no need (?:to|for) [^.!?]{0,80}?\bany ?more|"
     r"you (?:do not|don't|dont) (?:have|need) to\b[^.!?]{0,80}?\bany ?more|"
@@ -1007,7 +1016,7 @@ TAKE_BACK = (
 # "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
 WITHDRAWAL = re.compile(
     r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
-    r"scratch (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
+    r"(?:scratch|scrap) (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to how|"
     r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
@@ -1018,7 +1027,7 @@ WITHDRAWAL = re.compile(
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they
 # state a new standing preference rather than withdraw one.
 WITHDRAWAL_OR_NEW = re.compile(
-    r"\b(?:scratch|drop|cancel) (?:the|my|those|this)\b|"
+    r"\b(?:scratch|scrap|drop|cancel) (?:the|my|those|this)\b|"
     # "back to normal" ends a game or a one-off, or takes a preference back: "Back to
     # normal: be concise in general" opens a new standing one
     r"\b(?:go |going |get |getting )?back to normal\b|"

@@ -58,6 +58,7 @@ from ._lexicon import (
     FOREIGN_STANDING,
     LANGUAGE,
     LANGUAGE_NAMES,
+    LENGTH_LIMIT,
 )
 from ._records import (
     SEMANTIC_KINDS,
@@ -622,7 +623,7 @@ _ABOUT_REPLIES = re.compile(
 # thing", "no longer", "stop replying in ...") in the languages the offline rules read.
 _WITHDRAWAL = re.compile(
     r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
-    r"scratch (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
+    r"(?:scratch|scrap) (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
     rf"{STOP_DOING}|"
@@ -656,7 +657,8 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"\b(concise|concisely|brief|briefly|succinct|terse|verbose|"
             r"(?:short|shorter|long|longer|detailed) (?:answers|replies|responses)|more detail|"
-            r"keep (?:it|them|things|your (?:answers|replies|responses)) (?:short|brief))\b",
+            r"keep (?:it|them|things|your (?:answers|replies|responses)) (?:short|brief)|"
+            rf"{LENGTH_LIMIT})\b",
             re.I,
         ),
         "answer_style.length",

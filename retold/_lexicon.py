@@ -25,6 +25,7 @@ __all__ = [
     "LANGUAGE",
     "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
+    "LENGTH_LIMIT",
     "NON_LATIN_LANGUAGES",
     "STYLE_IN_ENGLISH",
 ]
@@ -62,6 +63,15 @@ ACCESSIBILITY = (
     # the same needs as the principal may state them in Spanish, Portuguese, French, German,
     # Italian, Dutch and Polish
     f"{FOREIGN_NEEDS})\\b"
+)
+
+#: A length asked for in sentences, lines or words, or essays complained of: "give me three
+#: sentences at most", "the three-sentence limit", "under 100 words", "stop writing me
+#: essays".
+LENGTH_LIMIT = (
+    r"(?:two|three|four|five|a few|\d+)[ -](?:sentences?|lines?)|"
+    r"(?:under|within|at most|max(?:imum)?|no more than|fewer than|less than) \d+ words|"
+    r"(?:writ(?:e|ing)|send(?:ing)?|giv(?:e|ing)) me essays|no (?:more )?essays"
 )
 
 #: What answer-style preferences name in Spanish, Portuguese, French, German, Italian,

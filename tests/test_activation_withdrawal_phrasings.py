@@ -24,8 +24,12 @@ Then 4 share a cue with a take-back ("... is over", "stop cutting", "you can sto
 converting") but are about something else or someone else, and the last 4 are hedged,
 someone else's words or quoted (the first three replaced the preference when written).
 
-The last 3 name the other end of a scale of units ("imperial" after "metric"), which is
-the same preference.
+Then 3 name the other end of a scale of units ("imperial" after "metric"), which is
+the same preference. The last 6 follow a length given in sentences ("give me three
+sentences at most"): 4 take it back (by that length, "scrap that", or leave for longer
+answers), 3 of which were left in force before (the length was no attribute, "scrap" no
+cue, and "as long as it needs to be" read as someone's need), and 2 are about something
+else.
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): no take-back is left in force. "I no
 longer live in Spain, but keep replying in Spanish" keeps Spanish in force, but by its own
@@ -55,6 +59,11 @@ PREFERENCES = {
     ),
     "metric": ("answer_style", "metric", "Please use metric units with me, always."),
     "emoji": ("answer_style", "emoji", "No emojis in your replies, ever."),
+    "limit": (
+        "answer_style",
+        "three sentences",
+        "This goes for everything: stop writing me essays, give me three sentences at most.",
+    ),
 }
 # The control preference stated beside each one (another attribute).
 CONTROL = {
@@ -64,6 +73,7 @@ CONTROL = {
     "colour": "short",
     "metric": "emoji",
     "emoji": "spanish",
+    "limit": "metric",
 }
 BACK, KEEP = "withdrawn", "ambient"
 CASES: tuple[tuple[str, str, str], ...] = (
@@ -160,6 +170,14 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("metric", "Imperial is fine again for me, I moved back to Ohio.", BACK),
     ("metric", "Imperial units are fine again for my dad's questions.", KEEP),
     ("metric", "Never mind the imperial conversion chart, I printed one.", KEEP),
+    # a length given in sentences, taken back by that length, by "scrap that", or by leave
+    # for the other end
+    ("limit", "Re the three-sentences thing: scrap that, answer as long as it needs to be.", BACK),
+    ("limit", "Forget the three-sentence limit.", BACK),
+    ("limit", "You can write longer answers again.", BACK),
+    ("limit", "About the three sentences rule: that's over.", BACK),
+    ("limit", "For the lab report template, use long paragraphs.", KEEP),
+    ("limit", "Scrap the essay outline, I'll start over.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
@@ -253,7 +271,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 46
+    assert run.withdrawn_preferences == backs == 50
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
