@@ -140,6 +140,11 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "Whenever you give me a recommendation, tell me how confident you are in it.",
             "answer_style",
         ),
+        (
+            "Whenever I ask you to compare things, give me pros and cons in two lists.",
+            "answer_style",
+        ),
+        ("Talk to me like a fellow expert, I've been a nurse for twenty years.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -178,6 +183,8 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "I was told by my teacher to always answer in full sentences.",
         "My boss hates being asked for longer reports, so keep mine short.",
         "If you give me advice on my divorce, keep it gentle.",
+        "When I ask you to compare flights to Lisbon, list the cheapest first.",
+        "Talk to me like a pirate for this one, it's for my son's party.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
