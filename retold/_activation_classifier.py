@@ -12,6 +12,7 @@ from ._activation_rules import (
     _NEED,
     _RELATIONS,
     _WORD,
+    CLAUSE_BREAKS,
     HELPS_WHEN_YOU,
     IF_IDIOM,
     POLITE_REQUEST,
@@ -702,9 +703,8 @@ _RESPONSE_OBJECT = re.compile(
     rf"{_LANGUAGE_WANTED}|"
     rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM}|{FOREIGN_ANSWER_STYLE})(?!\w)"
 )
-_CLAUSE_SPLIT = re.compile(
-    r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\bso\b|\band\b|\bbut\b|\bthen\b)\s*"
-)
+# The clauses of a claim, at a consequence or a sequence too ("..., so ...", "... then ...").
+_CLAUSE_SPLIT = re.compile(rf"\s*(?:{CLAUSE_BREAKS}|\bso\b|\bthen\b)\s*")
 _CHANGE_MARKER = re.compile(
     r"^(?:(?:oh|ok|okay|hmm|um|so|and|well),?\s+)*(?:actually|on second thought|wait|"
     r"instead|en fait|en realidad|na verdade|eigentlich)\b"

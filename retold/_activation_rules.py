@@ -466,7 +466,8 @@ def _negated(words: Iterable[str]) -> bool:
 
 
 # Where a sentence's clauses part, for reading a negation where it applies.
-_CLAUSE_PARTS = re.compile(r"\s*(?:[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\band\b|\bbut\b)\s*", re.I)
+CLAUSE_BREAKS = r"[,;:\u2014\u2013]|[.!?](?=\s)|\s-\s|\band\b|\bbut\b"
+_CLAUSE_PARTS = re.compile(rf"\s*(?:{CLAUSE_BREAKS})\s*", re.I)
 
 
 def _claim_negated(sentence: str, wanted: set[str]) -> bool:
