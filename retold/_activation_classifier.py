@@ -140,12 +140,14 @@ _LANGUAGE_WANTED = (
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": _NEED,
     "response_language": re.compile(
-        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po)\s+(?:{LANGUAGE})\b|"
+        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po|på)\s+(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+only\b|\b(?:{LANGUAGE}),?\s+(?:please|pls|plz)\b|{_LANGUAGE_WANTED}|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE})\b(?!\s+\w+ing\b)|"
         rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
         rf"(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
+        # Turkish names the language before the verb: "Türkçe cevap ver", "İngilizce yaz"
+        rf"\b(?:{LANGUAGE})\s+(?:cevap|yanıt|yanit|yaz|konuş|konus)\w*|"
         rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}"
     ),
     "answer_style": re.compile(
@@ -608,7 +610,7 @@ _HEDGE = re.compile(
     # a standing marker under a negation: "I don't want you to always answer in French"
     r"(?:not|never)(?: [^\W\d_]+){1,3} always|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
-    r"moze)\b"
+    r"moze|måske|maske|kanske|kanskje|belki|nogle gange|noen ganger|ibland|bazen)\b"
 )
 _INSTRUCTION_VERBS = (
     r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
@@ -946,8 +948,9 @@ class OfflineActivationClassifier:
     OFFLINE REFERENCE POLICY: lexical rules, not a model. It promotes only explicit,
     untriggered response instructions whose category its keyword lists recognise (in
     English, and for response language also in Spanish, Portuguese, French, German,
-    Italian, Dutch, Polish, Arabic, Russian, Ukrainian, Hindi in Latin script and in
-    Devanagari, Chinese, Japanese and Korean: see ``_lexicon``), sends anything that looks like an instruction to the model
+    Italian, Dutch, Polish, Danish, Swedish, Norwegian, Turkish, Arabic, Russian, Ukrainian,
+    Hindi in Latin script and in Devanagari, Chinese, Japanese and Korean: see ``_lexicon``),
+    sends anything that looks like an instruction to the model
     itself (system prompts, tools, secrets, URLs, refusals and safety rules), hedged,
     multi-category or implicit text to review, and keeps withdrawals of an earlier
     preference, triggered preferences and the rest conditional.

@@ -339,6 +339,9 @@ _REPORTED = re.compile(
 _FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll", *FOREIGN_I.split("|")})
 # No one reporting: what is done to the principal ("I hate being asked ..."), or a
 # thing's need ("answer as long as it needs to be"; "it says ..." is a report).
+_INVERTED_I = re.compile(rf"\s+(?:{FOREIGN_I})\b")
+# (only a wish: "mein Chef sagt ich soll ..." reports, comma or not)
+_WANTS = frozenset("möchte wil vil vill ville wilde foretrækker foretrekker föredrar".split())
 _THING = frozenset("it this that which what everything something anything nothing".split())
 _A_NEED = re.compile(r"\s+(?:needs|needed|requires|required)\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
@@ -614,6 +617,9 @@ def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
 _IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
 
 
+_TURKISH_EVERY = re.compile(r"\bher (?=zaman|seferinde|defasında|gün)")
+
+
 def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can).
     ``before``: the sentence before it, where a pronoun of it may find its antecedent."""
@@ -628,6 +634,8 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
         # "number them", "I find them ...": a thing, unless the sentence before named a
         # person ("My boss hates long emails. Please keep them short from now on.")
         addressed = _THING_PRONOUN.sub(" ", addressed)
+    # Turkish "her" is "every" ("her zaman", always), not the English pronoun
+    addressed = _TURKISH_EVERY.sub(" ", addressed)
     pronouns = _without_thing_anaphors(addressed.split(), before=context)
     if any(w in _THIRD_PERSON for w in pronouns):
         return "third_party"
@@ -646,6 +654,9 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
         if (
             m.group(1) in _FIRST_PERSON_SINGULAR
             or m.group(1) == "being"
+            # the subject after its verb, as in Danish, German or Dutch after a fronted
+            # phrase: "fra nu af vil jeg ...", "ab jetzt möchte ich ..."
+            or (m.group(0).split()[-1] in _WANTS and _INVERTED_I.match(unidiomatic_text, m.end()))
             or (m.group(1) in _THING and _A_NEED.match(m.group(0), len(m.group(1))))
             or _COMPLEMENT_BEFORE.search(unidiomatic_text[: m.start()])
             or _IMPRESSION.match(m.group(0))

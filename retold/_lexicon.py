@@ -81,7 +81,7 @@ FOREIGN_ANSWER_STYLE = (
     # short, concise, detailed
     "cort[oa]s|corta|breves?|brevi|concis[oa]s?|concisi|courtes?|brèves?|brefs?|concises?|"
     "curt[oa]s?|kurze?[nr]?|knapp(?:e[nr]?)?|kort|korte|beknopte?|krótk\\w*|krotk\\w*|"
-    "zwięzł\\w*|zwięźl\\w*|al grano|direto ao ponto|droit au but|auf den punkt|"
+    "zwięzł\\w*|zwięźl\\w*|korta|kısa|kisa|al grano|direto ao ponto|droit au but|auf den punkt|"
     "detallad[oa]s?|detalhad[oa]s?|ausführlich\\w*|détaillée?s?|dettagliat[oeai]|"
     "uitgebreide?|szczegółow\\w*|"
     # lists and numbering
@@ -135,12 +135,24 @@ FOREIGN_ONE_OFF = (
     r"(?:kr[óo]tk|d[łl]ug|prost)\w*\s+\w+)\b|"
     r"\b(?:resume|resuma|r[ée]sume|fasse\s+\w+\s+zusammen|riassumi|vat\s+\w+\s+samen|stre[śs][ćc]|"
     r"traduce|traduz|traduis|[üu]bersetze?|traduci|vertaal|przet[łl]umacz|corrige|korrigiere?|"
-    r"correggi|corrigeer|popraw|acorta|encurta|raccourcis|k[üu]rze|accorcia|verkort|skr[óo][ćc])\b"
+    r"correggi|corrigeer|popraw|acorta|encurta|raccourcis|k[üu]rze|accorcia|verkort|skr[óo][ćc]|"
+    # writing a thing at hand: "escribe este correo", "skriv det här mejlet", "bu mesajı yaz"
+    r"escribe|escreve|[ée]cris|schreib(?:e)?|scrivi|schrijf|napisz|skriv|overs[æa]t|[öo]vers[äa]tt|"
+    r"oversett)\b"
     r"\s+(?:este|esta|esto|estos|estas|ese|esa|eso|ce|cet|cette|ces|[çc]a|diesen|dieses|diese|das|"
-    r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo)\b"
+    r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo|"
+    r"det h[äa]r|den h[äa]r|dette|denne|detta|denna|det)\b|"
+    r"\b(?:bu|şu)\s+[^.!?,;]{1,40}?\b(?:yaz|çevir|cevir|kısalt|özetle)\b"
 )
 
-# Kin and social roles in Spanish, French, Portuguese, Italian, Dutch, German and Polish.
+# Turkish says "my mother" in one word ("annem"): kin and roles with the first-person
+# possessive ending.
+_TURKISH_KIN = (
+    "annem|babam|kardeşim|kardesim|ablam|abim|eşim|esim|karım|karim|kocam|patronum|müdürüm|"
+    "arkadaşım|arkadasim|oğlum|oglum|kızım|kizim|çocuklarım|meslektaşım"
+)
+# Kin and social roles in Spanish, French, Portuguese, Italian, Dutch, German, Polish,
+# Danish, Swedish, Norwegian and Turkish.
 _FOREIGN_RELATIONS = (
     "madre|padre|mam[áa]|pap[áa]|hermanas?|hermanos?|hij[oa]s?|jef[ea]|espos[oa]|marido|mujer|"
     "novi[oa]|amig[oa]s?|abuel[oa]s?|clientes?|alumn[oa]s?|"
@@ -153,14 +165,19 @@ _FOREIGN_RELATIONS = (
     "chef(?:in)?|mutter|vater|mama|schwester|bruder|sohn|tochter|frau|mann|freundin|freund|"
     "kunden|kolleg(?:e|en|in)|kinder|"
     "brat|siostra|tata|syn|c[óo]rka|szef(?:owa)?|[żz]ona|m[ąa][żz]|dziewczyna|ch[łl]opak|"
-    "babcia|dziadek|przyjaciel(?:ka)?|kolega|kole[żz]anka|dzieci"
+    "babcia|dziadek|przyjaciel(?:ka)?|kolega|kole[żz]anka|dzieci|"
+    # Danish, Swedish, Norwegian
+    "s[øo]ster|syster|bror|mor|far|sjef|kone|fru|hustru|mand|k[æj]reste|flickv[äa]n|pojkv[äa]n|"
+    "datter|dotter|s[øo]n|b[øo]rn|barn|venn|ven|v[äa]n|veninde|v[äa]ninna|kollega|kolleger|"
+    "chefen|mamma|pappa|" + _TURKISH_KIN
 )
 #: Someone of the speaker's as the subject of a sentence: "mi hermano", "mon frère", "meu
 #: irmão", "mio fratello", "mijn broer", "mein Bruder", "mój brat" (the relation is group 1).
 FOREIGN_SOMEONE_OF_MINE = (
-    r"(?<!\w)(?:mi|mis|mon|ma|mes|meu|meus|minha|minhas|mio|mia|miei|mie|mijn|mein|meine|"
-    r"m[óo]j|moja|moi|moje)\s+"
-    rf"({_FOREIGN_RELATIONS})(?!\w)"
+    r"(?<!\w)(?:(?:mi|mis|mon|ma|mes|meu|meus|minha|minhas|mio|mia|miei|mie|mijn|mein|meine|"
+    r"m[óo]j|moja|moi|moje|min|mit|mitt|mine|mina)\s+"
+    # (Turkish: the possessive is in the word)
+    rf"|(?=(?:{_TURKISH_KIN})(?!\w)))({_FOREIGN_RELATIONS})(?!\w)"
 )
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (
@@ -187,7 +204,8 @@ FOREIGN_PREFER = (
     # "I like it when you ...": what the assistant does, liked
     "j'aime (?:bien |beaucoup )?quand (?:tu|vous)|me gusta (?:mucho )?cuando|"
     "gosto (?:muito )?quando|mi piace (?:molto )?quando|ich mag es,? wenn du|"
-    "ik vind het fijn als je"
+    "ik vind het fijn als je|jeg foretrækker|jeg foretrekker|jag föredrar|jeg vil helst|"
+    "jag vill helst|tercih ederim"
 )
 
 #: What a reply is made of, named in those languages: answers, steps, lists, examples.
@@ -212,7 +230,8 @@ FOREIGN_WHEN_YOU_ANSWER = (
 )
 
 #: Language names as a regex alternation, in English and as their speakers write them
-#: (Spanish, Portuguese, French, German, Italian, Dutch, Polish; Hindi in Latin script).
+#: (Spanish, Portuguese, French, German, Italian, Dutch, Polish, Danish, Swedish, Norwegian,
+#: Turkish; Hindi in Latin script).
 LANGUAGE_NAMES = (
     "english|hindi|spanish|french|german|italian|portuguese|dutch|russian|ukrainian|polish|"
     "czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|persian|farsi|urdu|"
@@ -226,7 +245,11 @@ LANGUAGE_NAMES = (
     "chinesisch|hindustani|"
     "nederlands|néerlandais|neerlandais|niederländisch|olandese|holandés|polski|polsku|"
     "inglese|francese|tedesco|spagnolo|portoghese|engels|frans|duits|spaans|angielsku|"
-    "hiszpańsku|francusku|niemiecku|włosku"
+    "hiszpańsku|francusku|niemiecku|włosku|"
+    # Danish, Swedish, Norwegian and Turkish
+    "dansk|danska|svensk|svenska|norsk|engelsk|engelska|tysk|tyska|fransk|franska|spansk|"
+    "spanska|italiensk|italienska|türkçe|turkce|ingilizce|i̇ngilizce|almanca|fransızca|"
+    "fransizca|ispanyolca|i̇spanyolca|danca|i̇sveççe|isveççe"
 )
 
 #: The English name of a language as its speakers write it in Spanish, Portuguese, French,
@@ -236,17 +259,23 @@ LANGUAGE_IN_ENGLISH: dict[str, str] = {
     name: english
     for english, names in {
         "spanish": "español espanol castellano espanhol espagnol spanisch spagnolo spaans "
-        "hiszpańsku",
-        "english": "inglés ingles inglês anglais englisch inglese engels angielsku",
+        "hiszpańsku spansk spanska ispanyolca i̇spanyolca",
+        "english": "inglés ingles inglês anglais englisch inglese engels angielsku engelsk "
+        "engelska ingilizce i̇ngilizce",
         "french": "francés frances francês français francais französisch franzosisch francese "
-        "frans francusku",
-        "german": "alemán aleman alemão allemand deutsch tedesco duits niemiecku",
-        "italian": "italiano italien italienisch włosku",
+        "frans francusku fransk franska fransızca fransizca",
+        "german": "alemán aleman alemão allemand deutsch tedesco duits niemiecku tysk tyska "
+        "almanca",
+        "italian": "italiano italien italienisch włosku italiensk italienska",
         "portuguese": "portugués portugues português portugais portugiesisch portoghese",
         "japanese": "japonés japones japonês japonais japanisch",
         "chinese": "chino chinois chinesisch",
         "dutch": "nederlands néerlandais neerlandais niederländisch olandese holandés",
         "polish": "polski polsku",
+        "danish": "dansk danska danca",
+        "swedish": "svensk svenska i̇sveççe isveççe",
+        "norwegian": "norsk",
+        "turkish": "türkçe turkce",
     }.items()
     for name in names.split()
 }
@@ -258,7 +287,7 @@ STYLE_IN_ENGLISH: dict[str, str] = {
     word: english
     for english, words in {
         "short": "corto corta cortos cortas breve breves court courte courtes kurz kurze kurzen "
-        "kort korte krótko krótkie krótkich curto curta curtos curtas",
+        "kort korte krótko krótkie krótkich curto curta curtos curtas korta kısa kisa",
         "bullet": "viñetas vinetas puces aufzählungspunkte stichpunkte stichpunkten puntato "
         "puntati opsommingstekens tópicos wypunktowania",
     }.items()
@@ -291,8 +320,9 @@ NON_LATIN_LANGUAGES = (
 CJK_LANGUAGES = "中文|汉语|漢語|普通话|英文|英语|英語|日本語|日本语|日语|한국어|영어|중국어|일본어"
 
 #: Imperatives addressed to the assistant in the other languages the rules read (Spanish,
-#: Portuguese, French, German, Italian, Dutch, Polish, Arabic, Russian, Ukrainian; Hindi in
-#: Latin script and in Devanagari): "answer me", "write", "speak".
+#: Portuguese, French, German, Italian, Dutch, Polish, Danish, Swedish, Norwegian, Turkish,
+#: Arabic, Russian, Ukrainian; Hindi in Latin script and in Devanagari): "answer me",
+#: "write", "speak".
 FOREIGN_IMPERATIVES = (
     "respóndeme|respondeme|contéstame|contestame|háblame|hablame|escríbeme|escribeme|"
     "responde|contesta|habla|escribe|fala|fale|responda|escreve|escreva|réponds|reponds|"
@@ -308,6 +338,9 @@ FOREIGN_IMPERATIVES = (
     "erkläre|erklär|gib mir|fasse dich|fass dich|utilizza|sii|tieni|spiega|dammi|non usare|"
     "gebruik|vermijd|wees|houd|hou|leg uit|geef|używaj|uzywaj|unikaj|bądź|badz|stosuj|"
     "wyjaśniaj|wyjasniaj|(?:nunca|não) (?:uses|use|utilizes|utilize)|nunca utilices|"
+    # Danish, Swedish, Norwegian, Turkish
+    "svar|svara|skriv|brug|bruk|använd|undgå|undvik|unngå|håll|giv mig|ge mig|gi meg|forklar|"
+    "förklara|cevap ver|yanıt ver|yanit ver|yaz|kullan|kullanma|açıkla|acikla|konuş|"
     # Arabic (standard and spoken), Russian, Ukrainian, Hindi
     "جاوبني|جاوب|جاوبيني|أجبني|اجبني|أجب|اجب|رد علي|رد عليّ|ردي علي|ترد علي|ترد عليّ|"
     "احكي معي|احكيلي|اكتبلي|اكتب لي|كلمني|تكلم معي|"
@@ -322,6 +355,8 @@ FOREIGN_ALWAYS = (
     "siempre|sempre|toujours|immer|altijd|zawsze|hamesha|دائما|دائماً|دايما|دايماً|всегда|завжди|हमेशा|"
     # and "never", which stands too
     "nunca|jamais|nooit|nigdy|"
+    # Danish, Swedish, Norwegian, Turkish: always, never
+    "altid|alltid|aldrig|aldri|her zaman|hiçbir zaman|asla|"
     # and "every time" (not "every time that ...", which is "whenever")
     "(?:(?:à )?chaque fois|cada vez|jedes mal|ogni volta|elke keer|za każdym razem|toda vez)"
     "(?!,?\\s+(?:que|qu'|wenn|che|als|gdy|kiedy)\\b)"
@@ -335,7 +370,8 @@ FOREIGN_FROM_NOW_ON = (
     "a partir de maintenant|désormais|dorénavant|ab jetzt|von nun an|ab sofort|"
     "a partir de agora|de agora em diante|daqui (?:pra|para) frente|d'ora in poi|"
     "da ora in poi|da adesso in poi|voortaan|vanaf nu|od teraz|od tej pory|ab se|"
-    "من الآن|من هلق|من هلأ|с этого момента|отныне|впредь|відтепер|अब से"
+    "fra nu af|fremover|fra nå av|framöver|från och med nu|hädanefter|bundan sonra|"
+    "bundan böyle|من الآن|من هلق|من هلأ|с этого момента|отныне|впредь|відтепер|अब से"
 )
 FOREIGN_STANDING = (
     "je préfère que|je voudrais que|je veux que|prefiero que|quiero que|prefiro que|"
@@ -343,7 +379,8 @@ FOREIGN_STANDING = (
     "ik wil dat|ik heb liever dat|wolę,? żeby|chcę,? żeby|я хочу,? чтобы|я предпочитаю|"
     "أفضل أن|أفضّل أن|بدي ياك|"
     "por favor|s'il te plaît|s'il vous plaît|bitte|per favore|alsjeblieft|alstublieft|proszę|"
-    "prosze|"
+    "prosze|venligst|vennligst|är du snäll|lütfen|lutfen|jeg vil gerne have,? at|"
+    "jag vill att|jeg vil at|"
     "من فضلك|لو سمحت|أرجو|ارجو|"
     "пожалуйста|будь ласка|"
     "कृपया|" + FOREIGN_FROM_NOW_ON
@@ -374,7 +411,8 @@ CONCESSIONS = (
 
 
 #: Someone else's wish passed on, in the languages the rules read (Spanish, Portuguese,
-#: French, German, Italian, Dutch, Polish): third-person forms of "says", "wants",
+#: French, German, Italian, Dutch, Polish, Danish, Swedish, Norwegian, Turkish): third-person
+#: forms of "says", "wants",
 #: "asks", "writes", "thinks" and their past (the subject decides whose wish it is).
 FOREIGN_REPORTING = (
     "dice|dijo|quiere|quería|prefiere|pide|pidió|escribe|escribió|cree|"
@@ -383,10 +421,12 @@ FOREIGN_REPORTING = (
     "sagt|sagte|meint|meinte|möchte|findet|schreibt|schrieb|"
     "vuole|voleva|preferisce|chiede|scrive|pensa|"
     "zegt|zei|wil|wilde|vindt|vraagt|vroeg|schrijft|schreef|"
-    "mówi|powiedział|powiedziała|chce|chciał|chciała|prosi|pisze|napisał|napisała|uważa"
+    "mówi|powiedział|powiedziała|chce|chciał|chciała|prosi|pisze|napisał|napisała|uważa|"
+    "siger|sier|sagde|säger|vil|vill|ville|foretrækker|foretrekker|föredrar|skriver|synes|"
+    "tycker|mener|menar|beder|ber|istiyor|diyor|söylüyor|söyledi|yazıyor|yazdı"
 )
 #: The first person singular subject in those languages ("ich will", "ik wil", "yo quiero").
-FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja"
+FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja|jeg|jag"
 #: Someone else's device, in those languages: "il telefono di Lucia", "sto usando il suo
 #: telefono", "el móvil de mi hermana", "auf dem Handy von Tom", "son téléphone".
 _FOREIGN_DEVICES = (

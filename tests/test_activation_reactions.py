@@ -212,3 +212,50 @@ def test_an_instruction_on_the_replies_with_no_please_carries_its_attribute() ->
     assert extract("Go back to replying in English.") == [("preference", "response_language")]
     assert extract("Go back to English, my friend here doesn't speak Italian.")[0][1] is None
     assert extract("I'm low vision and use 200% zoom.")[0][0] != "preference"
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Svar mig altid på engelsk, tak.", "response_language"),
+        ("Fra nu af vil jeg gerne have, at du svarer på dansk.", "response_language"),
+        ("Svara alltid på svenska, är du snäll.", "response_language"),
+        ("Svar meg alltid på norsk, vennligst.", "response_language"),
+        ("Lütfen bana her zaman Türkçe cevap ver.", "response_language"),
+        ("Bundan sonra bana İngilizce yaz lütfen.", "response_language"),
+        ("Håll svaren korta, alltid.", "answer_style"),
+        # the subject after its verb once a phrase comes first (German, Dutch, Danish)
+        ("Ab jetzt möchte ich, dass du auf Deutsch antwortest.", "response_language"),
+        ("Vanaf nu wil ik dat je in het Nederlands antwoordt.", "response_language"),
+    ],
+)
+def test_danish_swedish_norwegian_and_turkish_preferences_promote(
+    bundle: str, text: str, category: str
+) -> None:
+    decided = _decide(bundle, text)
+    assert ("promote", category) in {(d, c) for d, c, _ in decided}, decided
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Min søster vil altid have svar på engelsk.",
+        "Min chef vill att du svarar på engelska.",
+        "Hun svarer altid på dansk.",
+        "Annem her zaman Türkçe konuşur.",
+        "Kanskje svar på norsk noen ganger.",
+        "Kan du svara på svenska den här gången?",
+        # a thing at hand to write or translate
+        "Skriv det här mejlet på engelska.",
+        "Bu mesajı İngilizce yaz.",
+        "Escribe este correo en inglés.",
+        "Oversett dette til engelsk, vennligst.",
+        # someone's words, comma or not
+        "Mein Chef sagt ich soll immer auf Englisch antworten.",
+    ],
+)
+def test_their_look_alikes_are_not_promoted(bundle: str, text: str) -> None:
+    decided = _decide(bundle, text)
+    assert all(decision != "promote" for decision, _, _ in decided), decided
