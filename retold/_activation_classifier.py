@@ -236,7 +236,8 @@ _INJECTION = re.compile(
     r"(?<!large )(?<!small )(?<!fine )print\w*|"
     # the developer's voice ("developer mode", "your developer"), not the principal's job
     r"developer (?:mode|message|prompt|settings?|access|override|note)|"
-    r"(?:your|the|its|this bot's) developers?|jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
+    r"(?:your|the|its|this bot's) developers?|"
+    r"jailbreak\w*|password\w*|api key|secret\w*|tokens?|execute|exec|run (?:the|this)|"
     r"tool calls?|function calls?|bypass|unrestricted|without restrictions|you are now|"
     r"pretend you|act as|as root|sudo|credentials?|https?://|www\.|refus\w*|warnings?|"
     r"safety|guidelines|filters?|censor\w*|no matter what|hidden|base64)|"

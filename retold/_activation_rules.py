@@ -341,7 +341,7 @@ _FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll", *FOREIGN_I.split
 # thing's need ("answer as long as it needs to be"; "it says ..." is a report).
 _INVERTED_I = re.compile(rf"\s+(?:{FOREIGN_I})\b")
 # (only a wish: "mein Chef sagt ich soll ..." reports, comma or not)
-_WANTS = frozenset("möchte wil vil vill ville wilde foretrækker foretrekker föredrar".split())
+_WANTS = frozenset("möchte wil vil vill wilde foretrækker foretrekker föredrar".split())
 _THING = frozenset("it this that which what everything something anything nothing".split())
 _A_NEED = re.compile(r"\s+(?:needs|needed|requires|required)\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard

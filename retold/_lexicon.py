@@ -136,12 +136,15 @@ FOREIGN_ONE_OFF = (
     r"\b(?:resume|resuma|r[ée]sume|fasse\s+\w+\s+zusammen|riassumi|vat\s+\w+\s+samen|stre[śs][ćc]|"
     r"traduce|traduz|traduis|[üu]bersetze?|traduci|vertaal|przet[łl]umacz|corrige|korrigiere?|"
     r"correggi|corrigeer|popraw|acorta|encurta|raccourcis|k[üu]rze|accorcia|verkort|skr[óo][ćc]|"
-    # writing a thing at hand: "escribe este correo", "skriv det här mejlet", "bu mesajı yaz"
-    r"escribe|escreve|[ée]cris|schreib(?:e)?|scrivi|schrijf|napisz|skriv|overs[æa]t|[öo]vers[äa]tt|"
-    r"oversett)\b"
+    r"overs[æa]t|[öo]vers[äa]tt|oversett)\b"
     r"\s+(?:este|esta|esto|estos|estas|ese|esa|eso|ce|cet|cette|ces|[çc]a|diesen|dieses|diese|das|"
     r"questo|questa|dit|deze|ten|t[eę]|to|o|a|os|as|el|la|los|las|le|les|den|die|il|lo|"
     r"det h[äa]r|den h[äa]r|dette|denne|detta|denna|det)\b|"
+    # a thing at hand to write ("escribe este correo", "skriv det här mejlet"), not "the
+    # answers" ("Escribe las respuestas siempre en inglés")
+    r"\b(?:escribe|escreve|[ée]cris|schreib(?:e)?|scrivi|schrijf|napisz|skriv)\s+"
+    r"(?:este|esta|esto|ese|esa|eso|ce|cet|cette|ces|diesen|dieses|diese|questo|questa|dit|"
+    r"deze|det h[äa]r|den h[äa]r|dette|denne|detta|denna|det)\b|"
     r"\b(?:bu|şu)\s+[^.!?,;]{1,40}?\b(?:yaz|çevir|cevir|kısalt|özetle)\b"
 )
 
@@ -175,7 +178,7 @@ _FOREIGN_RELATIONS = (
 #: irmão", "mio fratello", "mijn broer", "mein Bruder", "mój brat" (the relation is group 1).
 FOREIGN_SOMEONE_OF_MINE = (
     r"(?<!\w)(?:(?:mi|mis|mon|ma|mes|meu|meus|minha|minhas|mio|mia|miei|mie|mijn|mein|meine|"
-    r"m[óo]j|moja|moi|moje|min|mit|mitt|mine|mina)\s+"
+    r"m[óo]j|moja|moi|moje|min|mitt|mine|mina)\s+"
     # (Turkish: the possessive is in the word)
     rf"|(?=(?:{_TURKISH_KIN})(?!\w)))({_FOREIGN_RELATIONS})(?!\w)"
 )
@@ -422,8 +425,9 @@ FOREIGN_REPORTING = (
     "vuole|voleva|preferisce|chiede|scrive|pensa|"
     "zegt|zei|wil|wilde|vindt|vraagt|vroeg|schrijft|schreef|"
     "mówi|powiedział|powiedziała|chce|chciał|chciała|prosi|pisze|napisał|napisała|uważa|"
-    "siger|sier|sagde|säger|vil|vill|ville|foretrækker|foretrekker|föredrar|skriver|synes|"
-    "tycker|mener|menar|beder|ber|istiyor|diyor|söylüyor|söyledi|yazıyor|yazdı"
+    # (not "ville" or "mener", French words)
+    "siger|sier|sagde|säger|vil|vill|foretrækker|foretrekker|föredrar|skriver|synes|"
+    "tycker|menar|beder|ber|istiyor|diyor|söylüyor|söyledi|yazıyor|yazdı"
 )
 #: The first person singular subject in those languages ("ich will", "ik wil", "yo quiero").
 FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja|jeg|jag"

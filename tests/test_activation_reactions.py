@@ -145,6 +145,20 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "answer_style",
         ),
         ("Talk to me like a fellow expert, I've been a nurse for twenty years.", "answer_style"),
+        # the answers written so, and a city, in the languages read before
+        ("Escribe la respuesta siempre en inglés, por favor.", "response_language"),
+        ("Réponds-moi toujours en français, je vis dans la ville de Lyon.", "response_language"),
+        # Danish, Swedish, Norwegian and Turkish
+        ("Svar mig altid på engelsk, tak.", "response_language"),
+        ("Fra nu af vil jeg gerne have, at du svarer på dansk.", "response_language"),
+        ("Svara alltid på svenska, är du snäll.", "response_language"),
+        ("Svar meg alltid på norsk, vennligst.", "response_language"),
+        ("Lütfen bana her zaman Türkçe cevap ver.", "response_language"),
+        ("Bundan sonra bana İngilizce yaz lütfen.", "response_language"),
+        ("Håll svaren korta, alltid.", "answer_style"),
+        # the subject after its verb once a phrase comes first (German, Dutch, Danish)
+        ("Ab jetzt möchte ich, dass du auf Deutsch antwortest.", "response_language"),
+        ("Vanaf nu wil ik dat je in het Nederlands antwoordt.", "response_language"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -185,6 +199,20 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "If you give me advice on my divorce, keep it gentle.",
         "When I ask you to compare flights to Lisbon, list the cheapest first.",
         "Talk to me like a pirate for this one, it's for my son's party.",
+        # the same in Danish, Swedish, Norwegian, Turkish and Spanish
+        "Min søster vil altid have svar på engelsk.",
+        "Min chef vill att du svarar på engelska.",
+        "Hun svarer altid på dansk.",
+        "Annem her zaman Türkçe konuşur.",
+        "Kanskje svar på norsk noen ganger.",
+        "Kan du svara på svenska den här gången?",
+        # a thing at hand to write or translate
+        "Skriv det här mejlet på engelska.",
+        "Bu mesajı İngilizce yaz.",
+        "Escribe este correo en inglés.",
+        "Oversett dette til engelsk, vennligst.",
+        # someone's words, comma or not
+        "Mein Chef sagt ich soll immer auf Englisch antworten.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
@@ -212,50 +240,3 @@ def test_an_instruction_on_the_replies_with_no_please_carries_its_attribute() ->
     assert extract("Go back to replying in English.") == [("preference", "response_language")]
     assert extract("Go back to English, my friend here doesn't speak Italian.")[0][1] is None
     assert extract("I'm low vision and use 200% zoom.")[0][0] != "preference"
-
-
-@pytest.mark.parametrize("bundle", BUNDLES)
-@pytest.mark.parametrize(
-    ("text", "category"),
-    [
-        ("Svar mig altid på engelsk, tak.", "response_language"),
-        ("Fra nu af vil jeg gerne have, at du svarer på dansk.", "response_language"),
-        ("Svara alltid på svenska, är du snäll.", "response_language"),
-        ("Svar meg alltid på norsk, vennligst.", "response_language"),
-        ("Lütfen bana her zaman Türkçe cevap ver.", "response_language"),
-        ("Bundan sonra bana İngilizce yaz lütfen.", "response_language"),
-        ("Håll svaren korta, alltid.", "answer_style"),
-        # the subject after its verb once a phrase comes first (German, Dutch, Danish)
-        ("Ab jetzt möchte ich, dass du auf Deutsch antwortest.", "response_language"),
-        ("Vanaf nu wil ik dat je in het Nederlands antwoordt.", "response_language"),
-    ],
-)
-def test_danish_swedish_norwegian_and_turkish_preferences_promote(
-    bundle: str, text: str, category: str
-) -> None:
-    decided = _decide(bundle, text)
-    assert ("promote", category) in {(d, c) for d, c, _ in decided}, decided
-
-
-@pytest.mark.parametrize("bundle", BUNDLES)
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Min søster vil altid have svar på engelsk.",
-        "Min chef vill att du svarar på engelska.",
-        "Hun svarer altid på dansk.",
-        "Annem her zaman Türkçe konuşur.",
-        "Kanskje svar på norsk noen ganger.",
-        "Kan du svara på svenska den här gången?",
-        # a thing at hand to write or translate
-        "Skriv det här mejlet på engelska.",
-        "Bu mesajı İngilizce yaz.",
-        "Escribe este correo en inglés.",
-        "Oversett dette til engelsk, vennligst.",
-        # someone's words, comma or not
-        "Mein Chef sagt ich soll immer auf Englisch antworten.",
-    ],
-)
-def test_their_look_alikes_are_not_promoted(bundle: str, text: str) -> None:
-    decided = _decide(bundle, text)
-    assert all(decision != "promote" for decision, _, _ in decided), decided
