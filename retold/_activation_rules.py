@@ -85,6 +85,9 @@ _THIRD_PERSON = frozenset(
     # a polite "you" (German "Sie", Italian "Lei", Spanish "su") or as an English word
     | {"él", "ella", "ellos", "ellas", "ele", "ela", "eles", "elas", "dele", "dela", "elle"}
     | {"elles", "ils", "er", "lui", "hij", "он", "она", "они", "він", "вона", "вони"}
+    # (Danish and Norwegian "hun", "her"; not "han" or "hon", a Spanish verb and an
+    # English word)
+    | {"hun", "hendes", "hennes", "henne"}
 )
 _HYPOTHETICAL_PHRASE = re.compile(
     r"\bwhat if\b|\bin (?:a|an) (?:perfect|ideal) world\b|\bif only\b|\bin theory\b|"
@@ -1018,7 +1021,8 @@ STOP_DOING = (
 TAKE_BACK = (
     r"ignore (?:what i said|my (?:earlier|previous|last)|the (?:earlier|previous))|undo it|"
     # "the no-emoji rule is over"
-    r"(?:rule|thing|request|ban) is over|(?:that's|that is) over|"
+    r"(?:rule|thing|request|ban|limit) is over|"
+    r"(?:rule|thing|request|ban|limit)\W+(?:that's|that is|it's|it is) over|"
     # (the words between are bounded: an unbounded gap is quadratic on a long sentence)
     r"you can stop|no need (?:to|for) [^.!?]{0,80}?\bany ?more|"
     r"you (?:do not|don't|dont) (?:have|need) to\b[^.!?]{0,80}?\bany ?more|"

@@ -213,6 +213,8 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Oversett dette til engelsk, vennligst.",
         # someone's words, comma or not
         "Mein Chef sagt ich soll immer auf Englisch antworten.",
+        # an ending that is no take-back of a rule
+        "Thank god that's over, the exam was brutal.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

@@ -29,7 +29,8 @@ the same preference. The last 6 follow a length given in sentences ("give me thr
 sentences at most"): 4 take it back (by that length, "scrap that", or leave for longer
 answers), 3 of which were left in force before (the length was no attribute, "scrap" no
 cue, and "as long as it needs to be" read as someone's need), and 2 are about something
-else.
+else. The last 2 ask for a language in Danish (it replaces the earlier one) or say what
+someone else does ("Hun svarer altid på dansk"), which replaces nothing.
 
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): no take-back is left in force. "I no
 longer live in Spain, but keep replying in Spanish" keeps Spanish in force, but by its own
@@ -178,6 +179,9 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("limit", "About the three sentences rule: that's over.", BACK),
     ("limit", "For the lab report template, use long paragraphs.", KEEP),
     ("limit", "Scrap the essay outline, I'll start over.", KEEP),
+    # a new language of reply in Danish replaces the earlier one; someone else's does not
+    ("spanish", "Svar mig altid på engelsk.", BACK),
+    ("spanish", "Hun svarer altid på dansk.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
@@ -271,7 +275,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
     run = result.runs["ambient"]
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 50
+    assert run.withdrawn_preferences == backs == 51
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))

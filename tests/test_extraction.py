@@ -373,6 +373,11 @@ def _extracted(text: str) -> list[ExtractedRecord]:
         ("never mind the bullet points thing", "answer_style.format/lists"),
         # a change of language is a language preference (it replaces the earlier one)
         ("You can go back to English for your replies from now on.", "response_language"),
+        # a length in sentences, and its take-backs
+        ("Give me three sentences at most, always.", "answer_style.length"),
+        ("About the three sentences rule: that's over.", "answer_style.length"),
+        ("Re the three-sentences thing: scrap that.", "answer_style.length"),
+        ("Svar mig altid på engelsk.", "response_language"),
     ],
 )
 def test_offline_extractor_keeps_requests_instructions_and_other_languages(
@@ -387,7 +392,12 @@ def test_offline_extractor_keeps_requests_instructions_and_other_languages(
 
 @pytest.mark.parametrize(
     "text",
-    ["could you answer that in French?", "can you help me with my taxes?", "what time is it?"],
+    [
+        "could you answer that in French?",
+        "can you help me with my taxes?",
+        "what time is it?",
+        "Thank god that's over, the exam was brutal.",
+    ],
 )
 def test_offline_extractor_still_skips_one_off_questions(text: str) -> None:
     """A question without a standing marker is not a preference."""
