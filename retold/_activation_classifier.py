@@ -903,6 +903,14 @@ def _categories(claim: str) -> list[str]:
     return found
 
 
+# A time the principal's circumstances hold for: "until May", "this month", "for now".
+_TIME_BOUND = re.compile(
+    r"\b(?:while|during|until|till|today|tonight|tomorrow|right now|for now|at the moment|"
+    r"currently|these days|for the time being|temporarily|starting|before|after|"
+    r"(?:this|next) (?:week|month|year|weekend|term|semester|season|trip))\b"
+)
+
+
 def triggered_request(sentence: str) -> bool:
     """Whether the instruction in ``sentence`` holds only on a trigger: a topic, a task, a
     time or a setting ("when we talk about Dutch paperwork, reply in English", "for the
@@ -910,6 +918,12 @@ def triggered_request(sentence: str) -> bool:
     the reply's own form ("for long replies", "when you list steps") is no trigger."""
     claim = _normalise_text(sentence)
     instruction = " ".join(_addressed(claim, reasons_only=True, ends=_instructs))
+    # A reason given before "so" explains an instruction said to stand; its setting does not
+    # bound it ("I fact-check everything for my job, so always cite sources"), but its time
+    # does ("I'm in Japan until May, so always give prices in yen").
+    reason, so, rest = instruction.rpartition(" so ")
+    if so and STANDING.search(rest) and not _TIME_BOUND.search(reason):
+        instruction = rest
     return bool(
         _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction)))
         or _SENSITIVE_TOPIC.search(claim)

@@ -145,6 +145,13 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "answer_style",
         ),
         ("Talk to me like a fellow expert, I've been a nurse for twenty years.", "answer_style"),
+        # a reason before "so" does not bound what is said to stand
+        ("Heads up: I fact-check everything for my job, so always cite sources.", "answer_style"),
+        (
+            "I'm using you mostly for work emails now, so please keep a formal tone with me "
+            "in general.",
+            "answer_style",
+        ),
         # the answers written so, and a city, in the languages read before
         ("Escribe la respuesta siempre en inglés, por favor.", "response_language"),
         ("Réponds-moi toujours en français, je vis dans la ville de Lyon.", "response_language"),
@@ -213,6 +220,9 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Oversett dette til engelsk, vennligst.",
         # someone's words, comma or not
         "Mein Chef sagt ich soll immer auf Englisch antworten.",
+        # but its time does
+        "I'm in Japan until May, so always give prices in yen.",
+        "I'm travelling for work this month, so always keep answers short.",
         # an ending that is no take-back of a rule
         "Thank god that's over, the exam was brutal.",
     ],
