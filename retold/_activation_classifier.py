@@ -46,8 +46,10 @@ from ._lexicon import (
     FOREIGN_TRIGGERS,
     FOREIGN_WHEN_YOU_ANSWER,
     LANGUAGE,
+    LANGUAGE_PREPOSITION,
     LENGTH_LIMIT,
     NON_LATIN_LANGUAGES,
+    TURKISH_REPLY_VERB,
 )
 from ._records import EvidenceRef
 
@@ -140,14 +142,13 @@ _LANGUAGE_WANTED = (
 _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     "accessibility": _NEED,
     "response_language": re.compile(
-        rf"\b(?:in(?: het)?|into|using|en|em|auf|na|po|på)\s+(?:{LANGUAGE})\b|"
+        rf"\b(?:{LANGUAGE_PREPOSITION}|using)\s+(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+only\b|\b(?:{LANGUAGE}),?\s+(?:please|pls|plz)\b|{_LANGUAGE_WANTED}|"
         rf"\b(?:use|speak|write|answer|reply|respond|talk)\s+(?:{LANGUAGE})\b(?!\s+\w+ing\b)|"
         rf"\b(?:switch|change|move|stick|go)(?:es|s|ed|ing)?\s+(?:over\s+|back\s+)?(?:to|with)\s+"
         rf"(?:{LANGUAGE})\b|"
         rf"\b(?:{LANGUAGE})\s+(?:mein|me)\s+(?:jawab|baat|likh\w*|bol\w*|samjha\w*)\b|"
-        # Turkish names the language before the verb: "Türkçe cevap ver", "İngilizce yaz"
-        rf"\b(?:{LANGUAGE})\s+(?:cevap|yanıt|yanit|yaz|konuş|konus)\w*|"
+        rf"\b(?:{LANGUAGE})\s+(?:{TURKISH_REPLY_VERB})\w*|"
         rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}"
     ),
     "answer_style": re.compile(

@@ -340,11 +340,12 @@ _REPORTED = re.compile(
 )
 # The principal reporting their own words ("I've said it before: short answers, always").
 _FIRST_PERSON_SINGULAR = frozenset({"i", "i've", "i'd", "i'll", *FOREIGN_I.split("|")})
-# No one reporting: what is done to the principal ("I hate being asked ..."), or a
-# thing's need ("answer as long as it needs to be"; "it says ..." is a report).
+# The principal after a verb of wanting, once a phrase comes first ("ab jetzt möchte ich
+# ..."); only a wish: "mein Chef sagt ich soll ..." reports, comma or not.
 _INVERTED_I = re.compile(rf"\s+(?:{FOREIGN_I})\b")
-# (only a wish: "mein Chef sagt ich soll ..." reports, comma or not)
 _WANTS = frozenset("möchte wil vil vill wilde foretrækker foretrekker föredrar".split())
+# A thing's need, not someone's report: "answer as long as it needs to be" ("it says ..."
+# is a report).
 _THING = frozenset("it this that which what everything something anything nothing".split())
 _A_NEED = re.compile(r"\s+(?:needs|needed|requires|required)\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard

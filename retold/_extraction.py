@@ -58,7 +58,9 @@ from ._lexicon import (
     FOREIGN_STANDING,
     LANGUAGE,
     LANGUAGE_NAMES,
+    LANGUAGE_PREPOSITION,
     LENGTH_LIMIT,
+    TURKISH_REPLY_VERB,
 )
 from ._records import (
     SEMANTIC_KINDS,
@@ -595,11 +597,9 @@ _RELATION = re.compile(
 # "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
 # mir auf Deutsch", "Hindi mein jawab do".
 _LANGUAGE_REQUEST = re.compile(
-    # "in het Engels" (Dutch), "po angielsku" (Polish), "på engelsk" (Danish, Swedish,
-    # Norwegian)
-    rf"\b(?:in|into|en|em|auf|na|in het|po|på)\s+(?:{LANGUAGE})\b|"
+    rf"\b(?:{LANGUAGE_PREPOSITION})\s+(?:{LANGUAGE})\b|"
     # the language before the verb: "Hindi mein jawab do", "Türkçe cevap ver"
-    rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me|cevap|yanıt|yanit|yaz|konuş|konus)\b|"
+    rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me|{TURKISH_REPLY_VERB})\b|"
     # a change of language: "switch to Spanish", "go back to English"
     rf"\b(?:switch(?:ing)?|go(?:ing)?|chang(?:e|ing)|mov(?:e|ing))(?:\s+back)?\s+to\s+"
     rf"(?:{LANGUAGE_NAMES})\b",

@@ -25,9 +25,11 @@ __all__ = [
     "LANGUAGE",
     "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
+    "LANGUAGE_PREPOSITION",
     "LENGTH_LIMIT",
     "NON_LATIN_LANGUAGES",
     "STYLE_IN_ENGLISH",
+    "TURKISH_REPLY_VERB",
 ]
 
 #: Access needs named in Spanish, Portuguese, French, German, Italian, Dutch and Polish.
@@ -255,12 +257,17 @@ LANGUAGE_NAMES = (
     "fransizca|ispanyolca|i̇spanyolca|danca|i̇sveççe|isveççe"
 )
 
-#: The English name of a language as its speakers write it in Spanish, Portuguese, French,
-#: German, Italian, Dutch and Polish (see ``LANGUAGE_NAMES``): "Olvida lo del español" takes
-#: back "Always reply to me in Spanish".
-LANGUAGE_IN_ENGLISH: dict[str, str] = {
-    name: english
-    for english, names in {
+
+def _in_english(words_of: dict[str, str]) -> dict[str, str]:
+    """Each word of ``words_of``'s space-separated values, mapped to its English key."""
+    return {word: english for english, words in words_of.items() for word in words.split()}
+
+
+#: The English name of a language as its speakers write it in the other languages the rules
+#: read (see ``LANGUAGE_NAMES``): "Olvida lo del español" takes back "Always reply to me in
+#: Spanish".
+LANGUAGE_IN_ENGLISH: dict[str, str] = _in_english(
+    {
         "spanish": "español espanol castellano espanhol espagnol spanisch spagnolo spaans "
         "hiszpańsku spansk spanska ispanyolca i̇spanyolca",
         "english": "inglés ingles inglês anglais englisch inglese engels angielsku engelsk "
@@ -279,23 +286,26 @@ LANGUAGE_IN_ENGLISH: dict[str, str] = {
         "swedish": "svensk svenska i̇sveççe isveççe",
         "norwegian": "norsk",
         "turkish": "türkçe turkce",
-    }.items()
-    for name in names.split()
-}
+    }
+)
 
 #: The English word for the commonest answer styles as the other languages the rules read
 #: name them (length and lists; see ``FOREIGN_ANSWER_STYLE``): "Du musst nicht mehr so kurz
 #: antworten" takes back "Please always keep your answers short".
-STYLE_IN_ENGLISH: dict[str, str] = {
-    word: english
-    for english, words in {
+STYLE_IN_ENGLISH: dict[str, str] = _in_english(
+    {
         "short": "corto corta cortos cortas breve breves court courte courtes kurz kurze kurzen "
         "kort korte krótko krótkie krótkich curto curta curtos curtas korta kısa kisa",
         "bullet": "viñetas vinetas puces aufzählungspunkte stichpunkte stichpunkten puntato "
         "puntati opsommingstekens tópicos wypunktowania",
-    }.items()
-    for word in words.split()
-}
+    }
+)
+
+#: The word before a language asked for as the reply's: "in", "en", "auf", "in het" (Dutch),
+#: "po" (Polish), "på" (Danish, Swedish, Norwegian).
+LANGUAGE_PREPOSITION = r"in(?: het)?|into|en|em|auf|na|po|på"
+#: Turkish names the language before the verb: "Türkçe cevap ver", "İngilizce yaz".
+TURKISH_REPLY_VERB = "cevap|yanıt|yanit|yaz|konuş|konus"
 
 #: A language named with its variety or script: "Brazilian Portuguese", "Latin American
 #: Spanish", "Simplified Chinese", "Swiss German" (a regex matching a bare name too).

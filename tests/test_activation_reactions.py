@@ -9,16 +9,12 @@ Written for development from fresh phrasings, never taken from the test split.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import anyio
 import pytest
 
 from retold._activation_rules import find_supporting_claim
-from retold._extraction import OfflineExtractor
-from retold._records import Role, TranscriptTurn
 from retold.policy.reference import get_bundle
-from tools.activation_probe import decide_turn
+from tools.activation_probe import decide_turn, turn_records
 
 BUNDLES = ("offline-reference", "local")
 
@@ -243,11 +239,9 @@ def test_an_instruction_on_the_replies_with_no_please_carries_its_attribute() ->
     """'Go back to replying in English' is a language of reply, so it replaces the earlier
     one when written; a self-description with a verb in a later clause ("I'm low vision and
     use 200% zoom") is no instruction, and one for someone present carries none."""
-    when = datetime(2026, 1, 1, tzinfo=UTC)
 
     def extract(text: str) -> list[tuple[str, str | None]]:
-        turn = TranscriptTurn(session_id="s", turn_index=0, role=Role.USER, text=text, time=when)
-        return [(r.kind.value, r.attribute) for r in OfflineExtractor().extract([turn], user=None)]
+        return [(r.kind.value, r.attribute) for r in turn_records(text)]
 
     assert extract("Go back to replying in English.") == [("preference", "response_language")]
     assert extract("Go back to English, my friend here doesn't speak Italian.")[0][1] is None

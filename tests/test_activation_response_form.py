@@ -13,8 +13,9 @@ from retold._activation_classifier import (
     standing_instruction,
 )
 from retold._activation_rules import find_supporting_claim
-from retold._extraction import ExtractedRecord, OfflineExtractor
+from retold._extraction import OfflineExtractor
 from retold._records import EvidenceRef, Role, TranscriptTurn
+from tools.activation_probe import turn_records
 
 
 def _request(text: str) -> ActivationRequest:
@@ -337,14 +338,8 @@ def test_a_verbless_prohibition_with_a_trailing_ever_is_a_standing_instruction()
 
 
 def test_the_extractor_keeps_a_verbless_standing_request() -> None:
-    turn = TranscriptTurn(
-        session_id="s",
-        turn_index=0,
-        role=Role.USER,
-        text="Grew up in Canada so I'm hopeless with imperial. Metric units in every answer, please.",
-        time=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    texts = [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    text = "Grew up in Canada so I'm hopeless with imperial. Metric units in every answer, please."
+    texts = [r.text for r in turn_records(text)]
     assert "Metric units in every answer, please." in texts
 
 
@@ -404,16 +399,10 @@ def test_a_triggered_request_or_someone_elses_habit_in_those_languages_is_not_pr
 
 
 def test_the_extractor_splits_cjk_and_devanagari_sentences_and_keeps_their_requests() -> None:
-    turn = TranscriptTurn(
-        session_id="s",
-        turn_index=0,
-        role=Role.USER,
-        text="我住在上海。请总是用中文回答我。",
-        time=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    texts = [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    text = "我住在上海。请总是用中文回答我。"
+    texts = [r.text for r in turn_records(text)]
     assert "请总是用中文回答我。" in texts
-    match = find_supporting_claim("请总是用中文回答我。", turn.text)
+    match = find_supporting_claim("请总是用中文回答我。", text)
     assert match is not None and match.sentence == "请总是用中文回答我。"
 
 
@@ -605,20 +594,8 @@ def _assert_promoted_whole(text: str, category: str) -> None:
     assert _classify(text) == ("promote", category)
 
 
-def _records(text: str) -> list[ExtractedRecord]:
-    """What the offline extractor writes from one user turn holding ``text``."""
-    turn = TranscriptTurn(
-        session_id="s",
-        turn_index=0,
-        role=Role.USER,
-        text=text,
-        time=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    return OfflineExtractor().extract([turn], user=None)
-
-
 def _extracted(text: str) -> list[str]:
-    return [r.text for r in _records(text)]
+    return [r.text for r in turn_records(text)]
 
 
 @pytest.mark.parametrize(
@@ -797,7 +774,7 @@ def _session_end(text: str) -> list[tuple[str, str, str | None]]:
     """Each record the extractor writes from ``text``: its text, and the classifier's decision
     and category on the host-verified claim ("unverified" when the host finds none)."""
     out: list[tuple[str, str, str | None]] = []
-    for record in _records(text):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         if match is None:
             out.append((record.text, "unverified", None))
@@ -1363,7 +1340,7 @@ def test_a_request_naming_the_last_sentences_reply_part_by_a_pronoun_is_one_reco
 )
 def test_them_after_a_person_in_the_sentence_before_is_still_a_third_party(text: str) -> None:
     assert len(_extracted(text)) == 2
-    for record in _records(text):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         assert match is None or _classify(match.sentence)[0] != "promote"
 
@@ -1405,7 +1382,7 @@ def test_cutting_down_a_thing_of_ones_own_is_no_answer_style(text: str) -> None:
 )
 def test_an_instruction_after_someone_elses_state_or_wish_is_for_them(text: str) -> None:
     """With no word of the principal's own, the instruction is for the person just named."""
-    for record in _records(text):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         assert match is None or _classify(match.sentence)[0] != "promote"
 
@@ -1607,7 +1584,7 @@ def test_a_screen_reader_is_no_person_and_an_access_need_is_kept_with_its_instru
     assert _extracted(text) == [text]
     _assert_promoted_whole(text, "accessibility")
     other = "My dad uses a screen reader. Please always avoid tables."
-    for record in _records(other):
+    for record in turn_records(other):
         match = find_supporting_claim(record.text, other)
         assert match is None or _classify(match.sentence)[0] != "promote"
 
@@ -1650,7 +1627,7 @@ def test_how_a_thing_feels_and_the_principals_own_eyes_name_no_one_else(text: st
 
 def test_a_relative_named_in_the_possessive_before_keeps_them_a_third_party() -> None:
     text = "The emojis in my sister's texts annoy me. Could you leave them out in future?"
-    for record in _records(text):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         assert match is None or _classify(match.sentence)[0] != "promote"
 
@@ -1664,7 +1641,7 @@ def test_a_relative_named_in_the_possessive_before_keeps_them_a_third_party() ->
     ],
 )
 def test_an_instruction_after_a_sentence_about_someone_else_is_for_them(text: str) -> None:
-    for record in _records(text):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         assert match is None or _classify(match.sentence)[0] != "promote"
 

@@ -26,7 +26,7 @@ import structlog
 
 from retold._activation_classifier import ActivationProposal, ActivationRequest
 from retold._activation_rules import find_supporting_claim
-from retold._extraction import OfflineExtractor
+from retold._extraction import ExtractedRecord, OfflineExtractor
 from retold._records import EvidenceRef, Role, TranscriptTurn
 from retold.policy.reference import get_bundle
 
@@ -4417,10 +4417,8 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
 _UNVERIFIED = ActivationProposal(decision="conditional", confidence=1.0, reason="not_verified")
 
 
-async def decide_turn(classifier: Any, text: str) -> list[tuple[str, ActivationProposal]]:
-    """(record text, proposal) for each record one user turn ``text`` yields, as a session
-    end decides it: the offline extractor, the host's claim verification, then
-    ``classifier`` (sync, as the offline one, or async, as the local one)."""
+def turn_records(text: str) -> list[ExtractedRecord]:
+    """What the offline extractor writes from one user turn ``text`` (turn 0 of session "s")."""
     turn = TranscriptTurn(
         session_id="s",
         turn_index=0,
@@ -4428,8 +4426,15 @@ async def decide_turn(classifier: Any, text: str) -> list[tuple[str, ActivationP
         text=text,
         time=datetime(2026, 1, 1, tzinfo=UTC),
     )
+    return OfflineExtractor().extract([turn], user=None)
+
+
+async def decide_turn(classifier: Any, text: str) -> list[tuple[str, ActivationProposal]]:
+    """(record text, proposal) for each record one user turn ``text`` yields, as a session
+    end decides it: the offline extractor, the host's claim verification, then
+    ``classifier`` (sync, as the offline one, or async, as the local one)."""
     decided = []
-    for record in OfflineExtractor().extract([turn], user=None):
+    for record in turn_records(text):
         match = find_supporting_claim(record.text, text)
         if match is None:  # the host finds no claim of the user's own: never promoted
             decided.append((record.text, _UNVERIFIED))
