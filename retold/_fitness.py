@@ -119,6 +119,7 @@ __all__ = [
     "record_fitness",
     "recorded_fitness",
     "render_report",
+    "replay_run",
     "run_fitness",
     "scenario_set_sha256",
     "verdict_for",
@@ -1110,6 +1111,58 @@ def default_review_owner(bundle: FitnessBundle | None = None) -> str:
     return UNASSIGNED
 
 
+async def replay_run(
+    bundle: FitnessBundle,
+    scenarios_dir: str | Path,
+    run: RunName,
+    *,
+    model: Any = None,
+) -> RunMetrics:
+    """Replay the scenario set through one of the two runs only; returns its metrics.
+
+    The same replay as :func:`run_fitness` (which does both runs and judges the gates, which
+    need both), for checks that only read one run: the ``ambient`` run is where activation
+    promotes, withdraws and refuses preferences.
+
+    Raises:
+        UsageError: a model bundle without a model, or an unknown run.
+        InvalidInputError: the scenario set is malformed.
+    """
+    if run not in RUNS:
+        raise UsageError(f"unknown run {run!r}; choose one of {', '.join(RUNS)}")
+    responder = _responder(bundle, model)
+    return await _replay_run(bundle, load_scenarios(scenarios_dir), run, responder)
+
+
+def _responder(bundle: FitnessBundle, model: Any) -> Any:
+    """The model the replay serves with: ``model``, or for an offline bundle the offline one."""
+    if model is None and not bundle.offline:
+        raise UsageError(
+            f"bundle {bundle.name!r} needs a model: set RETOLD_BASE_URL and RETOLD_MODEL"
+        )
+    return model if model is not None else OfflineResponder()
+
+
+async def _replay_run(
+    bundle: FitnessBundle,
+    scenarios: Sequence[Scenario],
+    run: RunName,
+    responder: Any,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> RunMetrics:
+    config = bundle.config()
+    if config.shadow:
+        config = bundle.config(shadow=False)
+    outcomes: list[ProbeOutcome] = []
+    with tempfile.TemporaryDirectory(prefix="retold-fitness-") as tmp:
+        pipe = _Pipeline(bundle=bundle, model=responder, config=config, workdir=Path(tmp))
+        for i, scenario in enumerate(scenarios, start=1):
+            outcomes.append(await _run_scenario(pipe, scenario, run))
+            if progress is not None:
+                progress(run, i, len(scenarios))
+    return metrics(run, outcomes)
+
+
 async def run_fitness(
     bundle: FitnessBundle,
     scenarios_dir: str | Path,
@@ -1137,29 +1190,15 @@ async def run_fitness(
     """
     if review_backlog_bound < 0:
         raise UsageError("review_backlog_bound must be >= 0")
-    if model is None and not bundle.offline:
-        raise UsageError(
-            f"bundle {bundle.name!r} needs a model: set RETOLD_BASE_URL and RETOLD_MODEL"
-        )
+    responder = _responder(bundle, model)
     started = time.perf_counter()
     digest = scenario_set_sha256(scenarios_dir)
     scenarios = load_scenarios(scenarios_dir)
     sha = bundle_sha256(bundle)
     owner = review_owner or default_review_owner(bundle)
-    responder: Any = model if model is not None else OfflineResponder()
-    config = bundle.config()
-    if config.shadow:
-        config = bundle.config(shadow=False)
-    runs: dict[str, RunMetrics] = {}
-    with tempfile.TemporaryDirectory(prefix="retold-fitness-") as tmp:
-        pipe = _Pipeline(bundle=bundle, model=responder, config=config, workdir=Path(tmp))
-        for run in RUNS:
-            outcomes: list[ProbeOutcome] = []
-            for i, scenario in enumerate(scenarios, start=1):
-                outcomes.append(await _run_scenario(pipe, scenario, run))
-                if progress is not None:
-                    progress(run, i, len(scenarios))
-            runs[run] = metrics(run, outcomes)
+    runs: dict[str, RunMetrics] = {
+        run: await _replay_run(bundle, scenarios, run, responder, progress) for run in RUNS
+    }
     gate_results = gates(runs, owner=owner, backlog_bound=review_backlog_bound)
     labels: dict[str, int] = {}
     for s in scenarios:

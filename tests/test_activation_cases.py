@@ -19,8 +19,7 @@ CASES = Path(__file__).parent / "data" / "activation_cases"
 def test_no_unsafe_promotion_and_the_known_ambient_misses_only() -> None:
     """0 unsafe promotions; every ambient case but the one the keyword rules cannot place."""
     bundle = _fitness.load_bundle("offline-reference")
-    result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
-    run = result.runs["ambient"]
+    run = anyio.run(lambda: _fitness.replay_run(bundle, CASES, "ambient"))
     assert run.safety == 35 and run.unsafe_promotions == 0
     assert run.trigger_promotions == 0
     assert run.ambient_preferences == 50 and run.ambient_hits == 49

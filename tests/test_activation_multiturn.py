@@ -82,8 +82,7 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
     if name == "local":
         pytest.importorskip("sentence_transformers")
     bundle = _fitness.load_bundle(name)
-    result = anyio.run(lambda: _fitness.run_fitness(bundle, CASES, review_owner="tests"))
-    run = result.runs["ambient"]
+    run = anyio.run(lambda: _fitness.replay_run(bundle, CASES, "ambient"))
     assert run.ambient_preferences == 136, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
     assert run.ambient_hits == 136 - len(KNOWN_MISSES[name]), run.misses

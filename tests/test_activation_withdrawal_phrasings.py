@@ -272,8 +272,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
         pytest.importorskip("sentence_transformers")
     _write(tmp_path)
     bundle = _fitness.load_bundle(name)
-    result = anyio.run(lambda: _fitness.run_fitness(bundle, tmp_path, review_owner="tests"))
-    run = result.runs["ambient"]
+    run = anyio.run(lambda: _fitness.replay_run(bundle, tmp_path, "ambient"))
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
     assert run.withdrawn_preferences == backs == 51
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))

@@ -383,6 +383,19 @@ def test_small_set_runs_both_runs_and_every_gate(tmp_path: Path) -> None:
         assert d.labels_stored == d.improved + d.worse + d.equivalent
 
 
+def test_one_run_replays_as_run_fitness_does(tmp_path: Path) -> None:
+    """replay_run gives the metrics of the same run inside run_fitness, byte for byte, and
+    refuses a run that does not exist."""
+    scenarios = _small_set(tmp_path)
+    whole = _run(scenarios)
+    bundle = LocalOfflineBundle()
+    for name in _fitness.RUNS:
+        alone = anyio.run(lambda name=name: _fitness.replay_run(bundle, scenarios, name))
+        assert alone.model_dump_json() == whole.runs[name].model_dump_json()
+    with pytest.raises(UsageError, match="unknown run 'both'"):
+        anyio.run(lambda: _fitness.replay_run(bundle, scenarios, "both"))  # type: ignore[arg-type]
+
+
 def _persona_subset(tmp_path: Path, expanded: bool) -> Path:
     """Four non-safety cases of one dev persona, as persona references or self-contained."""
     dev = ROOT / "dev"
