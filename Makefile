@@ -26,8 +26,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check retold adapters policies tests examples tools
 	$(BIN)/python tools/typecheck.py
 
+# Two pytest workers: the suite is mostly CPU-bound Python, and CI has two cores.
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 # Opt-in, outside `make test`: the adapters and the gateway against llama.cpp's
 # OpenAI-compatible server (built from PyPI; the build alone takes many minutes on a small
