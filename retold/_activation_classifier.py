@@ -180,6 +180,11 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|fluff|"
         r"waffle|padding|small talk|intros?|introductions|(?:jump|get|go) straight (?:in|to it)|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
+        # the reply's stock phrases: "stop saying 'great question'", "never open with 'Sure!'"
+        r"(?:stop|quit|don't|do not|never) (?:saying|say|writing|opening with|open with|"
+        r"starting with|start with|ending with|end with|using the (?:words?|phrases?))\b"
+        # (what is named: not "never say never", nor "stop saying that")
+        r"(?! (?:never|that|this|it|so)\b)|"
         r"flatter\w*|pleasantries|walls? of text|blocks? of text|(?:short|long) sentences|"
         r"like a friend|friendly|professional|"
         r"keep (?:it|them|things) (?:plain|simple|tight|snappy|crisp|lean)|"
@@ -354,7 +359,7 @@ _RESPONSE_FORM = (
     r"translations?)"
 )
 _RESPONSE_CONDITION = re.compile(
-    rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|"
+    rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|compare|"
     rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
     # (not those of one item: "when you mention times in the rota I'm pasting")
     rf"{_RESPONSE_FORM}\b(?!\s+(?:in|from|of|on|to|for)\s+(?:the|this|that|these|those|my|our)\b)|"
@@ -371,6 +376,10 @@ _RESPONSE_CONDITION = re.compile(
     rf"{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:an?|the|your)\s+{_RESPONSE_FORM}\s+(?:has|have|contains?|"
     rf"includes?)\b|"
+    # what a reply states, as it comes up: "give me temperatures in Celsius whenever they
+    # come up" (the pronoun's antecedent a reply's part, named before it)
+    rf"\b{_RESPONSE_FORM}\b[^.!?]{{0,60}}?\bwhen(?:ever)?\s+(?:they|those|these|it)\s+"
+    r"(?:come|comes|crop|crops|show|shows) up\b|"
     # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
     # about X", which names a topic)
     # every conversation: "when we talk", "whenever we chat" (not "when we talk about X")
@@ -620,7 +629,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|sugar-?coat|water down|walk|convert|prefer|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|hold back|walk|convert|prefer|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -703,7 +712,8 @@ _RESPONSE_OBJECT = re.compile(
     r"questions?|options|alternatives|"
     r"lists|ideas? per|"
     r"instructions|examples|summar(?:y|ies)|headings|tables|units|metric|imperial|spelling|tone|prose|"
-    r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version)\b|"
+    r"(?:short|shorter|long|longer|quick|simple|full|brief)(?: [^\W\d_]+)? version|"
+    r"(?:the )?gist|essays?)\b|"
     rf"{_LANGUAGE_WANTED}|"
     rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM}|{FOREIGN_ANSWER_STYLE})(?!\w)"
 )

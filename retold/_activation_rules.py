@@ -214,7 +214,9 @@ _THINGS = frozenset(
     "items stuff intros introductions disclaimers caveats warnings apologies greetings "
     "pleasantries jokes quotes citations references abbreviations acronyms charts diagrams "
     "details specifics alternatives marks symbols emoticons asterisks hashtags icons "
-    "images pictures visuals colours colors fonts capitals caps formulas equations".split()
+    "images pictures visuals colours colors fonts capitals caps formulas equations "
+    # the quantities a reply states: "give me temperatures in Celsius whenever they come up"
+    "temperatures prices distances weights measurements amounts currencies".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to
@@ -320,6 +322,9 @@ STANDING = re.compile(
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
     r"in (?:all|every one) of (?:your|my) (?:answers|replies|responses|messages)|"
     r"in all (?:your |my )?(?:answers|replies|responses|messages)|"
+    r"all (?:of )?your (?:answers|replies|responses|messages)|"
+    # for ever: "could you stop using emoji for good?" (not "for good measure")
+    r"for good(?! (?:measure|reason|luck|cause))|once and for all|permanently|"
     r"in your (?:answers|replies|responses)|your (?:answers|replies|responses) to me)\b|"
     rf"(?<!\w)(?:{FOREIGN_ALWAYS}|{FOREIGN_FROM_NOW_ON})(?!\w)|"
     # a way of replying kept up with the principal: "could you keep a formal tone with me?",
@@ -617,6 +622,13 @@ def disqualified_sentences(sentences: Sequence[str]) -> list[str | None]:
     return out
 
 
+# The principal described by a relative clause, not someone else: "I'm someone who likes all
+# the details", "I'm the kind of person who hates small talk".
+_SELF_DESCRIBED = re.compile(
+    r"\bi(?:'m| am)\s+(?:(?:just|really|very much|definitely|honestly|more of|the|a|an|one|of|"
+    r"those|that|kind|type|sort)\s+)*(?:someone|somebody|person|people|one|type|kind|sort|guy|"
+    r"gal|girl|woman|man|reader|learner)\s+(?:who|that)$"
+)
 # How a thing comes across, not someone's report: "it feels unprofessional".
 _IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
 
@@ -664,6 +676,7 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
             or (m.group(1) in _THING and _A_NEED.match(m.group(0), len(m.group(1))))
             or _COMPLEMENT_BEFORE.search(unidiomatic_text[: m.start()])
             or _IMPRESSION.match(m.group(0))
+            or _SELF_DESCRIBED.search(unidiomatic_text, 0, m.end(1))
         ):
             continue
         return "third_party"

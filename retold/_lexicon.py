@@ -73,7 +73,8 @@ ACCESSIBILITY = (
 LENGTH_LIMIT = (
     r"(?:two|three|four|five|a few|\d+)[ -](?:sentences?|lines?)|"
     r"(?:under|within|at most|max(?:imum)?|no more than|fewer than|less than) \d+ words|"
-    r"(?:writ(?:e|ing)|send(?:ing)?|giv(?:e|ing)) me essays|no (?:more )?essays"
+    r"(?:writ(?:e|ing)|send(?:ing)?|giv(?:e|ing)) me essays|no (?:more )?essays|"
+    r"not (?:an? )?(?:essay|novel)s?|(?:just |only )?the gist"
 )
 
 #: What answer-style preferences name in Spanish, Portuguese, French, German, Italian,

@@ -162,6 +162,27 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         # the subject after its verb once a phrase comes first (German, Dutch, Danish)
         ("Ab jetzt möchte ich, dass du auf Deutsch antwortest.", "response_language"),
         ("Vanaf nu wil ik dat je in het Nederlands antwoordt.", "response_language"),
+        # feedback on the last reply made general, and the principal described as "someone"
+        (
+            "That was way too much text. In general I just want the gist, not an essay.",
+            "answer_style",
+        ),
+        ("Please stop saying 'great question' every time, it's grating.", "answer_style"),
+        (
+            "I'm someone who likes all the details, so don't hold back: detailed answers, always.",
+            "answer_style",
+        ),
+        ("Remember this about me: I'd like all your replies in German.", "response_language"),
+        ("Could you stop using emoji for good? Thanks.", "answer_style"),
+        # what a reply states, as it comes up; comparisons are a kind of reply
+        (
+            "I think in Celsius, so give me temperatures in Celsius whenever they come up.",
+            "answer_style",
+        ),
+        (
+            "For future reference: when you compare options for me, a table is what I want.",
+            "answer_style",
+        ),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -221,6 +242,15 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "I'm travelling for work this month, so always keep answers short.",
         # an ending that is no take-back of a rule
         "Thank god that's over, the exam was brutal.",
+        # someone else described, an idiom, a one-off, the principal's own speech
+        "She's someone who likes everything in bullet points, so format the handover notes "
+        "that way.",
+        "I'm friends with someone who prefers short answers, it drives me nuts.",
+        "Never say never, right?",
+        "Just the gist today, I'm in a rush.",
+        "How do I stop saying 'like' all the time? My teacher keeps pointing it out.",
+        "When you compare options for my mum's new phone, keep it simple.",
+        "I quit sugar for good last month, any dessert ideas?",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
