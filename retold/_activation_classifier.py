@@ -180,6 +180,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"headers|simply|simple terms|lead with|(?:the )?answer first|preamble|filler|fluff|"
         r"waffle|padding|small talk|intros?|introductions|(?:jump|get|go) straight (?:in|to it)|"
         r"get (?:straight )?to (?:it|the point)|to the point|apologi[sz]\w*|compliment\w*|"
+        # how the principal is addressed: "I'd rather you didn't use my name in every reply"
+        r"(?:use|using|say|saying|repeat|repeating) my (?:first |full |last )?name|"
+        r"(?:call|address) me (?:by|as)\b|"
         # the reply's stock phrases: "stop saying 'great question'", "never open with 'Sure!'"
         r"(?:stop|quit|don't|do not|never) (?:saying|say|writing|opening with|open with|"
         r"starting with|start with|ending with|end with|using the (?:words?|phrases?))\b"
@@ -629,7 +632,7 @@ _INSTRUCTION_VERBS = (
     r"add|spell|stick|assume|address|translate|summari[sz]e|structure|say|go|get|leave|drop|"
     r"limit|cut|ditch|lose|suggest|recommend|mention|offer|ask|refer|link|quote|jump|"
     r"repeat|end|finish|close|open|present|draw|spell out|read out|remember|note|switch|change|"
-    r"bother|default|pitch|soften|sugar-?coat|water down|hold back|walk|convert|prefer|"
+    r"bother|default|pitch|soften|sugar-?coat|water down|hold back|walk|convert|prefer|call|"
     # the same again: "do that every time" (what "that" is, is said before it)
     r"do (?:that|this|it|the same)"
 )
@@ -816,7 +819,8 @@ _HABIT = re.compile(
 # An order with no verb: "tl;dr first, then details", "code first, then the explanation".
 _VERBLESS_ORDER = re.compile(r"^\W*(?:[^\s,.!?]+\s+){0,2}?[^\s,.!?]+\s+first,?\s+then\b")
 _VERBLESS_STANDING = re.compile(
-    r"^\W*(?:[^\W\d_]+[\s-]+){0,3}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
+    # (up to five words, a comma between two parts: "less jargon, more plain talk from here on")
+    r"^\W*(?:[^\W\d_]+,?[\s-]+){0,4}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
     r"by default|always|every time)(?:,?\s+(?:please|pls|plz|thanks|thx|ty|thank you))?\W*$"
 )
 

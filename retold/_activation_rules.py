@@ -315,7 +315,7 @@ STANDING = re.compile(
     r"whenever|(?:every|each) (?:single )?time|all the time|in (?:the )?future|as a rule|"
     r"for everything|in (?:everything|anything) you (?:write|send|say|tell)|"
     r"whatever the (?:topic|subject|question)|no matter (?:what|the topic|the subject)|"
-    r"for future reference|for (?:the )?next time|from today(?: on(?:wards?)?)?|"
+    r"for future reference|for (?:the )?next time|for the future|from today(?: on(?:wards?)?)?|"
     r"make (?:it )?a habit (?:of|to)|"
     # a reply of any kind: "could you stop opening every reply with ...?"
     r"(?:every|each) (?:single )?(?:answer|reply|response|message)|"

@@ -183,6 +183,11 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "For future reference: when you compare options for me, a table is what I want.",
             "answer_style",
         ),
+        # verbless and comparative, how the principal is addressed, "for the future"
+        ("Less jargon, more plain talk from here on.", "answer_style"),
+        ("Honestly, I'd rather you didn't use my name in every reply.", "answer_style"),
+        ("Call me by my nickname, Bobby, from now on.", "answer_style"),
+        ("For the future: keep answers short.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -251,6 +256,11 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "How do I stop saying 'like' all the time? My teacher keeps pointing it out.",
         "When you compare options for my mum's new phone, keep it simple.",
         "I quit sugar for good last month, any dessert ideas?",
+        "Less sugar, more protein from here on. What should I eat for breakfast?",
+        "More walks, less screen time from now on, that's my new plan.",
+        "My friends call me by my middle name, which I hate.",
+        "Don't use my name in the story, use a made-up one.",
+        "For the future: my new address is 12 Elm Street.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
