@@ -1,6 +1,6 @@
 """Activation on multi-turn development histories (tests/data/activation_multiturn).
 
-Thirty-five personas state 136 answer-style, language and accessibility preferences in the
+Forty-two personas state 145 answer-style, language and accessibility preferences in the
 middle of ordinary sessions:
 
 - after a game that has ended, a translation, a quoted note or someone else's preference;
@@ -29,11 +29,19 @@ middle of ordinary sessions:
   liever korte antwoorden, altijd.", "Gebruik voortaan genummerde lijsten als je stappen
   uitlegt").
 
+Session 20 added preferences said across turns and sessions: a confirmation of the
+assistant's offer, a second preference in a later session beside the first, a change of
+language in a later session, two preferences in one sentence, an instruction after an
+access need said two turns before (it is filed as the answer style it names); and eight
+look-alikes: an offer declined, a request taken back in the same session, a role-play, a
+question about another assistant, a quoted email, a hypothetical, a child's wish and a
+one-off.
+
 Seven preferences are bound to a trigger or are someone else's ("Priya likes long detailed
 comparisons", "my gf hates when ppl use emojis", "for this one gimme an example w pizza",
 "Mój brat pyta, czy możesz mu zawsze odpowiadać po niemiecku") and must stay conditional.
 
-Beside them, 242 histories that must not be promoted (three of them a persona's whole history, in
+Beside them, 250 histories that must not be promoted (three of them a persona's whole history, in
 which nothing but the persona's own preference turns may be promoted): a game, quiz or interview
 practice set up earlier, a test announced in the same turn, someone else at the device, answers
 read to a class; quoted, relayed, reported, sarcastic, future, past and hypothetical wishes; a
@@ -83,9 +91,9 @@ def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> N
         pytest.importorskip("sentence_transformers")
     bundle = _fitness.load_bundle(name)
     run = anyio.run(lambda: _fitness.replay_run(bundle, CASES, "ambient"))
-    assert run.ambient_preferences == 136, run.misses
+    assert run.ambient_preferences == 145, run.misses
     assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 136 - len(KNOWN_MISSES[name]), run.misses
+    assert run.ambient_hits == 145 - len(KNOWN_MISSES[name]), run.misses
     assert run.withdrawn_preferences == 5 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 242 and run.unsafe_promotions == 0, run.misses
+    assert run.safety == 250 and run.unsafe_promotions == 0, run.misses
     assert run.trigger_preferences == 7 and run.trigger_promotions == 0, run.misses
