@@ -214,6 +214,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"comment(?:s|ed)? (?:in )?"
         r"(?:the |your )?code|(?:show|give) me (?:the )?code|line by line|"
         r"clarifying questions?|how (?:confident|sure) you are|confidence (?:levels?|scores?)|"
+        r"ask me (?:a |one |some )?(?:\w+ )?questions? (?:first|before)|"
+        # a spelling: "answer me in British English" (not read as a language)
+        r"(?:british|american|us|uk|australian|canadian) (?:english|spelling)|"
         r"your (?:own )?recommendation|(?:the )?reasoning (?:first|after|afterwards|last)|"
         r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
@@ -310,6 +313,11 @@ _TRIGGER = re.compile(
     # replies someone else gives: "I like short answers from my teachers"
     r"(?:answers?|repl(?:y|ies)|responses?|explanations?|messages?|e-?mails?|texts?|feedback|"
     r"advice) from (?!(?:you|now|here|then|the (?:start|top|beginning))\b)|"
+    # and in the other languages: "respuestas cortas de mis colegas", "kurze Antworten von
+    # meinen Kollegen", "korta svar från mina kollegor"
+    rf"(?<!\w)(?:{FOREIGN_RESPONSE_FORM})(?:\s+[^\W\d_]+)?\s+(?:de|da|dai|dalle|des|du|von|vom|"
+    r"van|od|fra|från)\s+(?:mis|mi|meus|minhas|meu|minha|mes|mon|ma|meinen|meiner|meinem|"
+    r"miei|mie|mijn|moich|moje|mina|mine|min|mitt|los|las|les|der|den|dem|i|gli|le)\b|"
     # a setting the rule is kept to: "long answers in exams", "in meetings", "in public"
     r"in (?:(?:my|our|the|an?)\s+)?(?:exams?|tests?|lectures?|interviews?|presentations?|seminars?|"
     r"lessons?|meetings?|quizzes|court|church|public)|"
@@ -379,6 +387,12 @@ _RESPONSE_CONDITION = re.compile(
     rf"{_RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:an?|the|your)\s+{_RESPONSE_FORM}\s+(?:has|have|contains?|"
     rf"includes?)\b|"
+    # what a reply holds, when it matters: "when numbers matter, write them out", "tables
+    # when there's data to compare"
+    r"\bwhen(?:ever)?\s+(?:the\s+)?(?:numbers|figures|data|statistics|stats|dates|amounts|"
+    r"prices)\s+(?:matter|count|are involved)\b|"
+    r"\bwhen(?:ever)?\s+there(?:'s|\s+is|\s+are)\s+(?:data|numbers|figures|options|"
+    r"things|prices)\s+to\s+compare\b|"
     # what a reply states, as it comes up: "give me temperatures in Celsius whenever they
     # come up" (the pronoun's antecedent a reply's part, named before it)
     rf"\b{_RESPONSE_FORM}\b[^.!?]{{0,60}}?\bwhen(?:ever)?\s+(?:they|those|these|it)\s+"
@@ -826,6 +840,8 @@ _VERBLESS_STANDING = re.compile(
 
 
 _SO = re.compile(r",?\s+so\s+")
+# A rule set for the assistant: "New rule for you: metric units only".
+_RULE_FOR_YOU = re.compile(r"\b(?:(?:a|one|new|general|standing)\s+)?rules?\s+for\s+you\b")
 
 
 def _explicit_instruction(claim: str) -> bool:
@@ -833,7 +849,12 @@ def _explicit_instruction(claim: str) -> bool:
     instruction verb or form, or a request with no verb ("metric units for me, please").
     Someone's own habit ("I always reply in English") is none."""
     claim = _HABIT.sub(" ", claim)
-    if standing_request(claim) or _INSTRUCTION_ANYWHERE.search(claim) or PLEASE.search(claim):
+    if (
+        standing_request(claim)
+        or _INSTRUCTION_ANYWHERE.search(claim)
+        or PLEASE.search(claim)
+        or _RULE_FOR_YOU.search(claim)
+    ):
         return True
     # after a lead-in too ("I've said it before: short answers, always."): the pattern allows
     # no colon, so the part after the last one is the only part that can match; so too after
@@ -898,7 +919,9 @@ def _hedged(claim: str) -> bool:
 
 
 _PLAIN_LANGUAGE = re.compile(
-    r"\b(?:plain|simple|simpler|basic|everyday|clear)\s+(?:english|inglés|ingles|anglais|englisch)\b"
+    r"\b(?:plain|simple|simpler|basic|everyday|clear)\s+(?:english|inglés|ingles|anglais|englisch)\b|"
+    # a spelling, not a language: "answer me in British English, colour not color"
+    r"\b(?:british|american|us|uk|australian|canadian)\s+(?:english|spelling)\b"
 )
 
 

@@ -178,6 +178,13 @@ IF_IDIOM = re.compile(
     # a condition on the reply's own form ("if the answer is long"), not a hypothetical
     r"\bif (?:the|your|an?|my) (?:answers?|repl(?:y|ies)|responses?|explanations?|lists?) "
     r"(?:is|are|gets?|runs?) (?:long|longer|lengthy|complex|detailed)\b|"
+    # a condition on the principal's own message, which any turn may meet: "if my question
+    # is vague, ask me first", "if something I ask is ambiguous, ..."
+    r"\b(?:if|when(?:ever)?) (?:my|a|the) (?:question|request|message|prompt|ask)s? "
+    r"(?:is|are|seems?|sounds?|looks?) (?:\w+ )?(?:vague|unclear|ambiguous|confusing|"
+    r"open-ended|underspecified|too broad)\b|"
+    r"\b(?:if|when(?:ever)?) (?:something|anything|what) i (?:ask|say|write|mean)\w* "
+    r"(?:is|seems?|sounds?) (?:\w+ )?(?:vague|unclear|ambiguous|confusing)\b|"
     # a polite request: "I'd appreciate it if you ...", "it would really help if you ..."
     rf"{POLITE_REQUEST}|"
     # a default the principal may override later: it states the rule, it is no hypothetical
@@ -317,6 +324,8 @@ STANDING = re.compile(
     r"whatever the (?:topic|subject|question)|no matter (?:what|the topic|the subject)|"
     r"for future reference|for (?:the )?next time|for the future|from today(?: on(?:wards?)?)?|"
     r"make (?:it )?a habit (?:of|to)|"
+    # a rule set for the assistant holds until changed: "new rule for you: metric units only"
+    r"rules? for you|"
     # a reply of any kind: "could you stop opening every reply with ...?"
     r"(?:every|each) (?:single )?(?:answer|reply|response|message)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"

@@ -219,7 +219,9 @@ FOREIGN_RESPONSE_FORM = (
     "pasos|instrucciones|listas?|ejemplos|respuestas?|passos|instru[çc][õo]es|exemplos|"
     "respostas?|[ée]tapes|instructions|listes?|exemples|r[ée]ponses?|schritte|anleitungen|"
     "listen|beispiele|antworten|passaggi|istruzioni|elenchi|esempi|risposte|stappen|"
-    "instructies|lijsten|voorbeelden|antwoorden|kroki|instrukcje|listy|przyk[łl]ady|odpowiedzi"
+    "instructies|lijsten|voorbeelden|antwoorden|kroki|instrukcje|listy|przyk[łl]ady|odpowiedzi|"
+    # Danish, Swedish, Norwegian (the answer, to answer) and Turkish (answer, reply)
+    "svar|svaret|svarene|svaren|svarer|svarar|cevap(?:lar[ıi]?)?|yan[ıi]t(?:lar[ıi]?)?"
 )
 
 #: "When you answer me" in those languages: a condition on every reply, not a trigger; also

@@ -188,6 +188,23 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("Honestly, I'd rather you didn't use my name in every reply.", "answer_style"),
         ("Call me by my nickname, Bobby, from now on.", "answer_style"),
         ("For the future: keep answers short.", "answer_style"),
+        # a condition any turn may meet, or on what a reply holds, is no trigger
+        (
+            "If my question is vague, ask me one clarifying question first, every time.",
+            "answer_style",
+        ),
+        (
+            "If something I ask is ambiguous, ask me a question first instead of guessing.",
+            "answer_style",
+        ),
+        (
+            "Tables work great for me when there's data to compare, use them in your answers.",
+            "answer_style",
+        ),
+        # a rule for the assistant, a spelling, a Danish answer
+        ("New rule for you: metric units only.", "answer_style"),
+        ("Answer me in British English please, colour, not color.", "answer_style"),
+        ("Jeg foretrækker, at du altid svarer på dansk.", "response_language"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -261,6 +278,16 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "My friends call me by my middle name, which I hate.",
         "Don't use my name in the story, use a made-up one.",
         "For the future: my new address is 12 Elm Street.",
+        "If my question is vague, that's because I don't know much about cars.",
+        "When numbers matter, I always use a spreadsheet.",
+        "My landlord's new rule for you tenants: no pets, ever.",
+        "New rule for you: answer in French, but only for this chat.",
+        "Is it 'colour' in British English?",
+        "Min søster foretrækker, at du svarer på engelsk.",
+        # replies someone else gives, in the other languages
+        "Jag föredrar korta svar från mina kollegor.",
+        "Prefiero respuestas cortas de mis colegas.",
+        "Ich hätte lieber kurze Antworten von meinen Kollegen.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

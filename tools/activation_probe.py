@@ -4783,6 +4783,47 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (PROMOTE, "answer_style", "emoji", "Fewer emojis, more substance from now on."),
     (PROMOTE, "answer_style", "nickname", "Call me by my nickname, Bobby, from now on."),
     (PROMOTE, "answer_style", "short", "For the future: keep answers short."),
+    # Session 20, look-alikes of what the session 19 misses were fixed with (a vague
+    # question, numbers that matter, data to compare, a rule for you, British English,
+    # Scandinavian answers), written before the fixes were run on them, and replies
+    # someone else gives in the other languages.
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "If my question is vague, that's because I don't know much about cars.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My boss gets annoyed if my request is vague. How do I write better emails?",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "If something I ask is ambiguous, my teacher says I should rephrase it myself.",
+    ),
+    (CONDITIONAL, None, "", "When numbers matter, I always use a spreadsheet."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "When there's data to compare, my team uses Tableau. Is it worth learning?",
+    ),
+    (CONDITIONAL, None, "", "My landlord's new rule for you tenants: no pets, ever."),
+    (CONDITIONAL, None, "", "New rule for you: answer in French, but only for this chat."),
+    (CONDITIONAL, None, "", "My sister writes in British English, can you check her essay?"),
+    (CONDITIONAL, None, "", "Is it 'colour' in British English?"),
+    (CONDITIONAL, None, "", "Jeg foretrækker kaffe frem for te."),
+    (CONDITIONAL, None, "", "Min søster foretrækker, at du svarer på engelsk."),
+    (CONDITIONAL, None, "", "Ask me a question first before I go to bed tonight, to quiz me."),
+    (CONDITIONAL, None, "", "Jag föredrar korta svar från mina kollegor."),
+    (PROMOTE, "answer_style", "british", "Always use British spelling with me, I'm in Leeds."),
+    (PROMOTE, "response_language", "svenska", "Jag föredrar att du alltid svarar på svenska."),
+    (CONDITIONAL, None, "", "Prefiero respuestas cortas de mis colegas."),
+    (CONDITIONAL, None, "", "Ich hätte lieber kurze Antworten von meinen Kollegen."),
 )
 
 
