@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from ._lexicon import (
     ACCESSIBILITY,
     CONCESSIONS,
+    FOREIGN_ACCORDING_TO,
     FOREIGN_ALWAYS,
     FOREIGN_ANSWER_THEM,
     FOREIGN_FOR_THEM,
@@ -365,7 +366,7 @@ _A_NEED = re.compile(r"\s+(?:needs|needed|requires|required)\b")
 # Someone else's rule passed on by the principal: "according to my editor, ...", "I heard
 # that ...".
 _HEARSAY = re.compile(
-    r"\baccording to\b|\bi (?:have |'ve )?heard\b|"
+    rf"\baccording to\b|(?<!\w){FOREIGN_ACCORDING_TO}(?!\w)|\bi (?:have |'ve )?heard\b|"
     r"\b(?:rumou?rs? (?:has it|says|is)|word (?:has it|is)|supposedly|allegedly|they say)\b|"
     # someone else's words passed on: "copying my manager's note here - always ..."
     r"\b[^\W\d_]+(?:'s|s') (?:[^\W\d_]+ )?(?:note|notes|message|e-?mail|text|rule|rules|"

@@ -8,6 +8,7 @@ __all__ = [
     "CJK_LANGUAGES",
     "CJK_TRIGGERS",
     "CONCESSIONS",
+    "FOREIGN_ACCORDING_TO",
     "FOREIGN_ALWAYS",
     "FOREIGN_ANSWER_STYLE",
     "FOREIGN_FOR_THEM",
@@ -162,7 +163,7 @@ _TURKISH_KIN = (
 _FOREIGN_RELATIONS = (
     "madre|padre|mam[áa]|pap[áa]|hermanas?|hermanos?|hij[oa]s?|jef[ea]|espos[oa]|marido|mujer|"
     "novi[oa]|amig[oa]s?|abuel[oa]s?|clientes?|alumn[oa]s?|"
-    "m[èe]re|p[èe]re|maman|papa|s[œo]eurs?|fr[èe]res?|fils|filles?|patron(?:ne)?|femme|mari|"
+    "m[èe]re|p[èe]re|maman|papa|s(?:œ|oe)urs?|fr[èe]res?|fils|filles?|patron(?:ne)?|femme|mari|"
     "copine|copain|amie?s?|grand-m[èe]re|grand-p[èe]re|clients?|[ée]l[èe]ves|enfants|"
     "m[ãa]e|pai|irm[ãa]o?s?|filh[oa]s?|chefe|namorad[oa]|av[óô]|"
     "sorella|fratello|figli[oa]?|capo|moglie|marito|ragazz[oa]|nonn[oa]|studenti|"
@@ -232,9 +233,12 @@ FOREIGN_WHEN_YOU_ANSWER = (
     rf"os|as|les|un|una|une|een)\s+)?(?:{FOREIGN_RESPONSE_FORM})(?!\w)|"
     "cuando me (?:respondas|respondes|contestas|contestes|escribes|escribas)|"
     "quando (?:me )?(?:respondes|responderes|responder|me escreves)|"
-    "quand tu me (?:réponds|reponds|écris)|quand vous me (?:répondez|repondez)|"
-    "wenn du mir (?:antwortest|schreibst)|quando mi (?:rispondi|scrivi)|"
-    "als je me (?:antwoordt|antwoord geeft|schrijft)|kiedy mi (?:odpowiadasz|odpisujesz)"
+    # (with "me" or none, but not on a topic: "quand tu réponds sur la politique")
+    "(?:quand tu (?:me )?(?:réponds|reponds|écris)|quand vous (?:me )?(?:répondez|repondez)|"
+    "wenn du (?:mir )?(?:antwortest|schreibst)|quando (?:mi )?(?:rispondi|scrivi)|"
+    "als je (?:me )?(?:antwoordt|antwoord geeft|schrijft)|kiedy (?:mi )?(?:odpowiadasz|odpisujesz))"
+    "(?!\\s+(?:sur|à propos|au sujet|concernant|de|des|du|sobre|acerca|über|zu|su|di|riguardo|"
+    "over|o|na temat)\\b)"
 )
 
 #: Language names as a regex alternation, in English and as their speakers write them
@@ -440,7 +444,17 @@ FOREIGN_REPORTING = (
     "mówi|powiedział|powiedziała|chce|chciał|chciała|prosi|pisze|napisał|napisała|uważa|"
     # (not "ville" or "mener", French words)
     "siger|sier|sagde|säger|vil|vill|foretrækker|foretrekker|föredrar|skriver|synes|"
-    "tycker|menar|beder|ber|istiyor|diyor|söylüyor|söyledi|yazıyor|yazdı"
+    "tycker|menar|beder|ber|istiyor|diyor|söylüyor|söyledi|yazıyor|yazdı|"
+    # likes and dislikes ("Mein Chef mag immer kurze Antworten", "mon patron aime ..."; not
+    # "will" or "adore", English words)
+    "mag|mochte|liebt|hasst|bevorzugt|braucht|wollte|aime|aimait|déteste|odia|odeia|"
+    "necesita|adora|gosta|preferiva|houdt|haat"
+)
+#: "According to" in those languages ("laut meiner Lehrerin", "según mi profesor"), not "in my
+#: opinion" ("selon moi", "secondo me", "volgens mij").
+FOREIGN_ACCORDING_TO = (
+    r"(?:según|segun|d'après|d'apres|selon|laut|secondo|segundo|volgens|według|wedlug|ifølge|"
+    r"enligt)(?!\s+(?:moi|nous|me|mij|mir|mí|mi parecer|mim|mnie|meg|mig|mig selv)\b)"
 )
 #: The first person singular subject in those languages ("ich will", "ik wil", "yo quiero").
 FOREIGN_I = "yo|eu|je|j|ich|io|ik|ja|jeg|jag"
@@ -461,6 +475,9 @@ FOREIGN_SOMEONES_DEVICE = (
 FOREIGN_ANSWER_THEM = (
     r"\b(?:resp[oó]nde(?:le|les)|cont[eé]sta(?:le|les)|rispondi(?:le|gli)|r[eé]ponds-(?:lui|leur)|"
     r"responde-(?:lhe|lhes)|responda-(?:lhe|lhes))\b|"
+    # a dative with no preposition: "antworte meiner Schwester auf Italienisch"
+    r"\b(?:antworte|antwortet|schreib|schreibe|schreibt)\s+(?:meiner|meinem|unserer|unserem)\s+"
+    rf"(?:{_FOREIGN_RELATIONS})(?!\w)|"
     r"\b(?:antworte|antwortet|antwoord|odpowiadaj|odpowiedz|odpisuj)\s+(?:ihr|ihm|ihnen|haar|hem|"
     r"hun|jej|jemu|im)\b|"
     r"\b(?:ihr|ihm|ihnen|haar|hem|hun|jej|jemu|im)\s+(?:antworte|antworten|antwoord|odpowiadaj|"

@@ -205,6 +205,12 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("New rule for you: metric units only.", "answer_style"),
         ("Answer me in British English please, colour, not color.", "answer_style"),
         ("Jeg foretrækker, at du altid svarer på dansk.", "response_language"),
+        # "in my opinion" is no hearsay; "when you answer" with no object is every reply
+        (
+            "Secondo me le risposte brevi sono migliori, quindi rispondi sempre in breve.",
+            "answer_style",
+        ),
+        ("J'aime quand tu réponds en français, fais-le toujours.", "response_language"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -288,6 +294,12 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Jag föredrar korta svar från mina kollegor.",
         "Prefiero respuestas cortas de mis colegas.",
         "Ich hätte lieber kurze Antworten von meinen Kollegen.",
+        # someone else's liking, hearsay, a reply for someone else, a topic
+        "Mein Chef mag immer kurze Antworten.",
+        "Laut meiner Lehrerin soll man immer auf Englisch antworten.",
+        "Réponds à ma sœur en italien, s'il te plaît.",
+        "Antworte meiner Schwester auf Italienisch, bitte.",
+        "Quand tu réponds sur la politique, sois toujours bref.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
