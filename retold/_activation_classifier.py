@@ -348,7 +348,11 @@ _TRIGGER = re.compile(
     r"cuando|quando|quand|lorsque|wenn|falls|si|hoy|hoje|heute|aujourd'hui|mañana|amanhã|"
     # "this time": "solo esta vez", "cette fois", "diesmal", "questa volta", "deze keer"
     r"esta vez|desta vez|cette fois|diesmal|dieses mal|questa volta|deze keer|dit keer|"
-    r"tym razem|"
+    r"tym razem|den här gången|denna gång|denne gang(?:en)?|bu sefer(?:lik)?|bu kez|"
+    # when, if, today, tomorrow in Danish, Swedish, Norwegian, Polish ("gdybym", if I were)
+    # and Turkish
+    r"når|när|hvis|om (?:jeg|jag|vi|du|det)|i dag|idag|i morgen|imorgon|i morgon|"
+    r"gdybym|gdyby|gdybyś|eğer|bugün|yarın|"
     # "whenever": "cada vez que", "chaque fois que", "jedes Mal, wenn"
     r"(?:cada vez|chaque fois|jedes mal|ogni volta|elke keer|toda vez),? (?:que|qu'|wenn|che|als)|"
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"

@@ -236,9 +236,10 @@ FOREIGN_WHEN_YOU_ANSWER = (
     # (with "me" or none, but not on a topic: "quand tu réponds sur la politique")
     "(?:quand tu (?:me )?(?:réponds|reponds|écris)|quand vous (?:me )?(?:répondez|repondez)|"
     "wenn du (?:mir )?(?:antwortest|schreibst)|quando (?:mi )?(?:rispondi|scrivi)|"
-    "als je (?:me )?(?:antwoordt|antwoord geeft|schrijft)|kiedy (?:mi )?(?:odpowiadasz|odpisujesz))"
+    "als je (?:me )?(?:antwoordt|antwoord geeft|schrijft)|kiedy (?:mi )?(?:odpowiadasz|odpisujesz)|"
+    "(?:når|när) du (?:svarer|svarar|skriver)(?: (?:mig|meg))?)"
     "(?!\\s+(?:sur|à propos|au sujet|concernant|de|des|du|sobre|acerca|über|zu|su|di|riguardo|"
-    "over|o|na temat)\\b)"
+    "over|o|na temat|om)\\b)"
 )
 
 #: Language names as a regex alternation, in English and as their speakers write them
@@ -448,7 +449,9 @@ FOREIGN_REPORTING = (
     # likes and dislikes ("Mein Chef mag immer kurze Antworten", "mon patron aime ..."; not
     # "will" or "adore", English words)
     "mag|mochte|liebt|hasst|bevorzugt|braucht|wollte|aime|aimait|déteste|odia|odeia|"
-    "necesita|adora|gosta|preferiva|houdt|haat"
+    "necesita|adora|gosta|preferiva|houdt|haat|woli|lubi|"
+    "gillar|gillade|liker|likte|älskar|elsker|hatar|hader|behöver|trenger|kan lide|"
+    "sever|seviyor"
 )
 #: "According to" in those languages ("laut meiner Lehrerin", "según mi profesor"), not "in my
 #: opinion" ("selon moi", "secondo me", "volgens mij").
@@ -468,7 +471,12 @@ _FOREIGN_DEVICES = (
 FOREIGN_SOMEONES_DEVICE = (
     rf"\b{_FOREIGN_DEVICES}\s+(?:di|de|da|do|von|van|d')\s*\w|"
     r"\b(?:il suo|la sua|su|seu|sua|son|sa|sein(?:em)?|ihr(?:em)?|zijn|haar|jego|jej)\s+"
-    rf"{_FOREIGN_DEVICES}\b"
+    rf"{_FOREIGN_DEVICES}\b|"
+    # a relation at the keyboard: "mi hermano está escribiendo", "mein Sohn tippt gerade"
+    rf"(?<!\w)(?:{_FOREIGN_RELATIONS})\s+(?:min\s+|mitt\s+)?(?:está escribiendo|esta escribiendo|"
+    r"está escrevendo|está a escrever|está digitando|est en train d'écrire|est en train de taper|"
+    r"tape|schreibt gerade|tippt|sta scrivendo|is aan het typen|typt|pisze teraz|skriver nu|"
+    r"skriver)(?!\w)"
 )
 #: Replies addressed to someone else, in those languages: "respóndele", "antworte ihr",
 #: "rispondile", "réponds-lui", "antwoord haar", "jej odpowiadaj".

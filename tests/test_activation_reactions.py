@@ -211,6 +211,8 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "answer_style",
         ),
         ("J'aime quand tu réponds en français, fais-le toujours.", "response_language"),
+        ("Når du svarer mig, så skriv altid kort.", "answer_style"),
+        ("När du svarar, skriv alltid på svenska.", "response_language"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -300,6 +302,17 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Réponds à ma sœur en italien, s'il te plaît.",
         "Antworte meiner Schwester auf Italienisch, bitte.",
         "Quand tu réponds sur la politique, sois toujours bref.",
+        # someone else at the keyboard, someone else's liking, a one-off, a trigger and a
+        # hypothetical in Spanish, Swedish, Danish, Norwegian and Polish
+        "Mi hermano está escribiendo ahora: responde siempre en inglés.",
+        "Min chef gillar alltid korta svar.",
+        "Min mor kan lide korte svar, altid.",
+        "Sjefen min liker alltid korte svar.",
+        "Bara den här gången, svara på engelska.",
+        "När vi pratar om skatter, svara på engelska.",
+        "Gdybym uczył się niemieckiego, chciałbym odpowiedzi po niemiecku.",
+        "Om jeg lærte tysk, ville jeg have svar på tysk.",
+        "Når du svarer om politik, vær altid kort.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
