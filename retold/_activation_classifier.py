@@ -36,13 +36,16 @@ from ._lexicon import (
     CJK_LANGUAGES,
     CJK_TRIGGERS,
     CONCESSIONS,
+    FOREIGN_ALL_MY,
     FOREIGN_ANSWER_STYLE,
     FOREIGN_IMPERATIVES,
     FOREIGN_IN_THIS,
     FOREIGN_ONE_OFF,
     FOREIGN_PREFER,
     FOREIGN_RESPONSE_FORM,
+    FOREIGN_SETTINGS,
     FOREIGN_STANDING,
+    FOREIGN_TIME_BOUND,
     FOREIGN_TRIGGERS,
     FOREIGN_WHEN_YOU_ANSWER,
     LANGUAGE,
@@ -259,6 +262,13 @@ _INJECTION = re.compile(
     # assistant", "ASSISTANT INSTRUCTIONS"), not the steps of a how-to ("give me instructions")
     r"\b(?:system|hidden|previous|prior|original|initial|earlier|developer|secret|your|new|"
     r"assistant|ai|model|bot)\s+instructions?\b|"
+    # the same in the other languages: "ignora tus instrucciones anteriores", "ignoriere alle
+    # vorherigen Anweisungen", and their role labels ("SISTEMA:")
+    r"\b(?:ignor\w*|negeer\w*|zignoruj\w*|olvida|oublie|vergiss|dimentica|esquece)\s+"
+    r"(?:[^\W\d_]+\s+){0,3}?(?:instrucciones|instructions|anweisungen|istruzioni|instruç(?:ões|oes)|"
+    r"instructies|instrukcj\w*|instruktioner(?:na)?|instruksjon\w*|talimat\w*|reglas|règles|"
+    r"regeln|regole|regras|regels|zasady)\b|"
+    r"^\W*(?:sistema|système|systeme|sisteem|systeem|systemet|sistem)\s*[:\]>]|"
     r"\binstructions?\s+(?:to|for)\s+(?:the\s+|an?\s+|any\s+)?(?:assistants?|ai|models?|bots?)\b|"
     r"\b(?:this|that|these|those|the above|the following|my)\s+instructions?\b|"
     # text that addresses a model, or speaks of the principal in the third person
@@ -358,7 +368,8 @@ _TRIGGER = re.compile(
     r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
     r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro|als (?:ik|je|jij|we|wij|het|u))\b|"
-    rf"(?<!\w)(?:{FOREIGN_TRIGGERS})(?!\w)|{CJK_TRIGGERS}"
+    rf"(?<!\w)(?:{FOREIGN_TRIGGERS}|{FOREIGN_SETTINGS}|{FOREIGN_TIME_BOUND}|{FOREIGN_ALL_MY})"
+    rf"(?!\w)|{CJK_TRIGGERS}"
 )
 # A condition on the reply itself rather than on a topic, time or channel: "for long
 # replies", "when you list steps", "if the answer is long". The instruction still applies
@@ -945,6 +956,12 @@ def _categories(claim: str) -> list[str]:
     return found
 
 
+# "So" between a reason and what it asks for, in the languages the rules read.
+_SO_WORD = re.compile(
+    r"\s(?:so|así que|por eso|por lo tanto|alors|donc|du coup|deshalb|daher|deswegen|quindi|"
+    r"perciò|per questo|então|entao|por isso|dus|daarom|więc|wiec|dlatego|så|derfor|därför|"
+    r"bu yüzden|bu nedenle)\s"
+)
 # A time the principal's circumstances hold for: "until May", "this month", "for now".
 _TIME_BOUND = re.compile(
     r"\b(?:while|during|until|till|today|tonight|tomorrow|right now|for now|at the moment|"
@@ -963,9 +980,15 @@ def triggered_request(sentence: str) -> bool:
     # A reason given before "so" explains an instruction said to stand; its setting does not
     # bound it ("I fact-check everything for my job, so always cite sources"), but its time
     # does ("I'm in Japan until May, so always give prices in yen").
-    reason, so, rest = instruction.rpartition(" so ")
-    if so and STANDING.search(rest) and not _TIME_BOUND.search(reason):
-        instruction = rest
+    # (in the other languages too: "soy profesora en la escuela, así que siempre ...")
+    so = next(reversed(list(_SO_WORD.finditer(instruction))), None)  # the last "so"
+    if so is not None:
+        reason, rest = instruction[: so.start()], instruction[so.end() :]
+        if STANDING.search(rest) and not (
+            _TIME_BOUND.search(reason)
+            or re.search(rf"(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)", reason)
+        ):
+            instruction = rest
     return bool(
         _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction)))
         or _SENSITIVE_TOPIC.search(claim)

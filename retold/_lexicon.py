@@ -9,6 +9,7 @@ __all__ = [
     "CJK_TRIGGERS",
     "CONCESSIONS",
     "FOREIGN_ACCORDING_TO",
+    "FOREIGN_ALL_MY",
     "FOREIGN_ALWAYS",
     "FOREIGN_ANSWER_STYLE",
     "FOREIGN_FOR_THEM",
@@ -21,6 +22,7 @@ __all__ = [
     "FOREIGN_RESPONSE_FORM",
     "FOREIGN_SOMEONE_OF_MINE",
     "FOREIGN_STANDING",
+    "FOREIGN_TIME_BOUND",
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
     "LANGUAGE",
@@ -103,6 +105,8 @@ FOREIGN_ANSWER_STYLE = (
     "kurze[nr]? sätze[n]?|phrases courtes|frasi brevi|korte zinnen|krótkie zdania|"
     # tone and greetings
     "formal(?:es)?|informal(?:es)?|förmlich\\w*|tutear|tutoyer|vouvoyer|duzen|siezen|"
+    # formal in French, German, Italian, Dutch, Polish and the Scandinavian languages
+    "formel(?:le)?s?|informel(?:le)?s?|formell\\w*|formal[ei]|formeel|formele|formaln\\w*|"
     "saludos|saudações|salutations|begrüßung\\w*|saluti|disculpas|desculpas|"
     "entschuldigung\\w*|scuse|"
     # examples
@@ -452,6 +456,42 @@ FOREIGN_REPORTING = (
     "necesita|adora|gosta|preferiva|houdt|haat|woli|lubi|"
     "gillar|gillade|liker|likte|älskar|elsker|hatar|hader|behöver|trenger|kan lide|"
     "sever|seviyor"
+)
+#: A setting or channel a rule is kept to, in those languages ("en los exámenes", "sur
+#: WhatsApp", "bei der Arbeit", "na escola", "op het werk", "w pracy", "på jobbet"): a trigger.
+FOREIGN_SETTINGS = (
+    r"(?:en|sur|par|au|aux|à l'|a la|al|auf|bei|beim|in|im|per|a|alla|allo|nel|nella|na|no|nos|"
+    r"nas|em|op|w|we|na|på|i|ved)\s+(?:(?:el|la|los|las|le|les|der|die|den|dem|il|lo|gli|o|a|"
+    r"os|as|het|de|mis|mes|meinen|meiner|meinem|miei|mie|meus|minhas|mijn|moich|mina|mine|"
+    r"mitt|min)\s+)?"
+    r"(?:whatsapp|telegram|slack|teams|signal|discord|sms|correos?|mails?|e-?mails?|"
+    r"ex[áa]men(?:es)?|examens?|prüfungen?|esami|exames|egzamin\w*|eksamen\w*|tentor|"
+    r"clases?|cours|unterricht|lezion[ei]|aulas?|lessen|lekcj\w*|"
+    r"trabajo|travail|arbeit|lavoro|trabalho|werk|pracy|jobbet|jobben|arbejde|arbeidet|"
+    r"escuela|colegio|[ée]cole|schule|scuola|escola|school|szkole|skolan|skolen|"
+    r"reuni(?:ón|ones|ões|ao|ão)|r[ée]unions?|besprechung\w*|riunion[ei]|vergadering\w*|"
+    r"spotkani\w*|m[øö]te[nrt]?|oficina|bureau|büro|ufficio|escrit[óo]rio|kantoor|biurze|"
+    r"kontoret)(?!\w)"
+)
+#: A while the principal's circumstances hold for, in those languages ("durante este mes",
+#: "pendant mon séjour", "bis Ende des Monats", "fino a venerdì", "até sexta"): a trigger.
+FOREIGN_TIME_BOUND = (
+    r"durante|pendant|während|tijdens|podczas|"
+    r"hasta (?:el|la|que|mañana|el lunes|fin)|jusqu'(?:à|au|en)|bis (?:zum|zur|ende|morgen|"
+    r"montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|nächste)|fino a|finché|até|"
+    r"tot (?:het|de|morgen|volgende|eind)|indtil|tills|inntil|"
+    r"este mes|esta semana|ce mois|cette semaine|diesen monat|diese woche|questo mese|"
+    r"questa settimana|este mês|deze maand|deze week|w tym miesiącu|w tym tygodniu|"
+    r"denne måned|den här månaden|denne måneden|denna vecka|denne uge|bu ay|bu hafta|"
+    r"por ahora|pour l'instant|pour le moment|vorerst|im moment|per ora|por agora|voorlopig|"
+    r"na razie|for nu|för tillfället|foreløpig|şimdilik"
+)
+#: A class of the principal's own things, in those languages ("para todos mis correos",
+#: "pour tous mes mails", "für alle meine E-Mails"): a trigger.
+FOREIGN_ALL_MY = (
+    r"(?:para|pour|für|per|voor|dla|for|för)\s+(?:tod[oa]s(?: (?:os|as))?|tous|toutes|alle|"
+    r"tutt[ei](?: (?:i|le))?|wszystki\w+|alla|allt?)\s+(?:mis|mes|meine|miei|mie|meus|minhas|mijn|"
+    r"moich|moje|mina|mine)\s+[^\W\d_]+"
 )
 #: "According to" in those languages ("laut meiner Lehrerin", "según mi profesor"), not "in my
 #: opinion" ("selon moi", "secondo me", "volgens mij").
