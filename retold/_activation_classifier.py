@@ -359,6 +359,9 @@ _TRIGGER = re.compile(
     # "this time": "solo esta vez", "cette fois", "diesmal", "questa volta", "deze keer"
     r"esta vez|desta vez|cette fois|diesmal|dieses mal|questa volta|deze keer|dit keer|"
     r"tym razem|den här gången|denna gång|denne gang(?:en)?|bu sefer(?:lik)?|bu kez|"
+    # a topic: "zum Thema Geld", "à propos de mon divorce", "riguardo al lavoro"
+    r"zum thema|thema|à propos|au sujet|riguardo|per quanto riguarda|quanto a|wat betreft|"
+    r"na temat|angående|vedrørende|hakkında|"
     # when, if, today, tomorrow in Danish, Swedish, Norwegian, Polish ("gdybym", if I were)
     # and Turkish
     r"når|när|hvis|om (?:jeg|jag|vi|du|det)|i dag|idag|i morgen|imorgon|i morgon|"
@@ -653,7 +656,11 @@ _HEDGE = re.compile(
     # a standing marker under a negation: "I don't want you to always answer in French"
     r"(?:not|never)(?: [^\W\d_]+){1,3} always|"
     r"quizás?|tal vez|talvez|peut-être|vielleicht|a lo mejor|shayad|forse|misschien|może|"
-    r"moze|måske|maske|kanske|kanskje|belki|nogle gange|noen ganger|ibland|bazen)\b"
+    r"moze|måske|maske|kanske|kanskje|belki|nogle gange|noen ganger|ibland|bazen)\b|"
+    # "not always" in the other languages: "du musst nicht immer ...", "no hace falta que me
+    # respondas siempre ..."
+    r"\b(?:no|pas|nicht|non|não|nao|niet|nie|ikke|inte)(?: [^\W\d_]+){0,6} (?:siempre|toujours|"
+    r"immer|sempre|altijd|zawsze|altid|alltid)\b"
 )
 _INSTRUCTION_VERBS = (
     r"answer|reply|respond|write|explain|use|keep|give|format|talk|speak|avoid|stop|include|"
@@ -830,6 +837,12 @@ _HABIT = re.compile(
     r"\b(?!(?:answer|reply|response|message|summary|list|text|explanation|it|that|this)\b)"
     r"[^\W\d_]+\s+(?:always|never)\s+(?:answers|replies|responds|writes|uses|speaks|talks|gives|keeps|"
     r"sends|says|explains|puts|starts|ends|adds|includes|formats|lists)\b[^,;.!?]*|"
+    # the principal's own habit in the other languages: "je réponds toujours à mes mails en
+    # anglais", "ich antworte meinen Kunden immer auf Englisch"
+    r"\b(?:je (?:réponds|reponds|écris|ecris)|ich (?:antworte|schreibe)|(?:yo )?(?:respondo|"
+    r"contesto|escribo)|(?:io )?(?:rispondo|scrivo)|(?:eu )?(?:respondo|escrevo)|"
+    r"ik (?:antwoord|schrijf)|odpowiadam|piszę|jeg (?:svarer|skriver)|jag (?:svarar|skriver))\b"
+    r"[^,;.!?]*|"
     r"\b(?:i(?:'ll| will)?|we(?:'ll| will)?|"
     r"(?<!can )(?<!could )(?<!would )(?<!will )(?<!do )(?<!if )(?<!sure )you|they|he|she)\s+"
     r"(?:(?:usually|also|really|just|all|still)\s+)?(?:always|never)\s+"

@@ -95,6 +95,12 @@ _HYPOTHETICAL_PHRASE = re.compile(
     # a wish about oneself is counterfactual: "I wish I could read Japanese, then you could
     # always answer me in it" ("I wish you'd stop using emoji" stays a request)
     r"\bi wish (?:i|we)\b|"
+    # and a wish about someone else: "I wish my colleagues would always answer briefly",
+    # "ich wünschte, meine Kollegen würden ..." (not about the assistant: "I wish you'd ...")
+    r"\bi wish,? (?:that )?(?:my|our|his|her|their|the|people|everyone|everybody|[^\W\d_]+'s)\b|"
+    r"\bich wünschte,? (?:dass )?(?!du\b)|\bik wou(?:de)? dat (?!je\b|jij\b|u\b)|"
+    r"\bojalá (?:que )?(?:mi|mis|el|la|los|las|su|sus)\b|\bsi seulement\b|"
+    r"\bjag önskar,? att (?!du\b)|\bjeg (?:ville|skulle) ønske,? (?:at )?(?!du\b)|\bkeşke\b|"
     # what the principal would never ask: "I'd never ask you to always answer in French"
     r"\bi(?:'d| would) never\b"
 )

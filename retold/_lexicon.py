@@ -484,7 +484,13 @@ FOREIGN_TIME_BOUND = (
     r"questa settimana|este mês|deze maand|deze week|w tym miesiącu|w tym tygodniu|"
     r"denne måned|den här månaden|denne måneden|denna vecka|denne uge|bu ay|bu hafta|"
     r"por ahora|pour l'instant|pour le moment|vorerst|im moment|per ora|por agora|voorlopig|"
-    r"na razie|for nu|för tillfället|foreløpig|şimdilik"
+    r"na razie|for nu|för tillfället|foreløpig|şimdilik|"
+    # next week, month, year
+    r"(?:l'année|la semaine|le mois) prochaine?|nächste[ns]? (?:jahr|woche|monat)|"
+    r"(?:el año|la semana|el mes) que viene|(?:el|la) próxim[oa] (?:año|semana|mes)|"
+    r"(?:l'anno|la settimana|il mese) prossim[oa]|(?:no|na) próxim[oa] (?:ano|semana|mês)|"
+    r"volgend(?:e)? (?:jaar|week|maand)|w przyszłym (?:roku|tygodniu|miesiącu)|"
+    r"nästa (?:år|vecka|månad)|n(?:e|æ)ste (?:år|uke|uge|måned)|gelecek (?:yıl|hafta|ay)|seneye"
 )
 #: A class of the principal's own things, in those languages ("para todos mis correos",
 #: "pour tous mes mails", "für alle meine E-Mails"): a trigger.

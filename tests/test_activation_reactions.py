@@ -337,6 +337,16 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Bis Ende des Monats antworte mir bitte auf Englisch.",
         "Para todos mis correos al casero, usa siempre un tono formal.",
         "För alla mina mejl till chefen, skriv alltid formellt.",
+        # one's own habit, next year, leave given, a wish about others, a topic
+        "Je réponds toujours à mes mails en anglais.",
+        "Ich antworte meinen Kunden immer auf Englisch.",
+        "L'année prochaine, réponds-moi toujours en allemand.",
+        "Nächstes Jahr antworte mir immer auf Spanisch.",
+        "No hace falta que me respondas siempre en español.",
+        "Du musst nicht immer auf Deutsch antworten.",
+        "Ich wünschte, meine Kollegen würden immer kurz antworten.",
+        "I wish my colleagues would always answer briefly.",
+        "Zum Thema Geld antworte mir immer ausführlich.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

@@ -4991,6 +4991,57 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "français",
         "Je travaille au bureau toute la journée, donc réponds-moi toujours en français.",
     ),
+    # Session 20, a fourth batch in the other languages: one's own habit, past, future, a
+    # question, leave given ('du musst nicht immer'), a wish about others, a topic; eight
+    # were promoted when written, and the English wish about others too.
+    (CONDITIONAL, None, "", "Siempre respondo a mis correos en inglés."),
+    (CONDITIONAL, None, "", "Je réponds toujours à mes mails en anglais."),
+    (CONDITIONAL, None, "", "Ich antworte meinen Kunden immer auf Englisch."),
+    (CONDITIONAL, None, "", "Rispondo sempre in inglese ai clienti."),
+    (CONDITIONAL, None, "", "Jag svarar alltid på engelska på jobbet."),
+    (CONDITIONAL, None, "", "Antes siempre te pedía respuestas largas."),
+    (CONDITIONAL, None, "", "Autrefois, je voulais toujours des réponses longues."),
+    (CONDITIONAL, None, "", "Früher wollte ich immer lange Antworten."),
+    (CONDITIONAL, None, "", "El año que viene querré siempre respuestas en alemán."),
+    (CONDITIONAL, None, "", "L'année prochaine, réponds-moi toujours en allemand."),
+    (CONDITIONAL, None, "", "Nächstes Jahr antworte mir immer auf Spanisch."),
+    (CONDITIONAL, None, "", "¿Debería pedirte que respondas siempre en inglés?"),
+    (CONDITIONAL, None, "", "Est-ce que je devrais te demander de toujours répondre en anglais ?"),
+    (CONDITIONAL, None, "", "Soll ich dich bitten, immer auf Englisch zu antworten?"),
+    (CONDITIONAL, None, "", "No hace falta que me respondas siempre en español."),
+    (CONDITIONAL, None, "", "Tu n'es pas obligé de toujours répondre en français."),
+    (CONDITIONAL, None, "", "Du musst nicht immer auf Deutsch antworten."),
+    (CONDITIONAL, None, "", "Ojalá mi jefe escribiera siempre correos cortos."),
+    (CONDITIONAL, None, "", "J'aimerais que mon fils réponde toujours poliment."),
+    (CONDITIONAL, None, "", "Ich wünschte, meine Kollegen würden immer kurz antworten."),
+    (CONDITIONAL, None, "", "Sobre mi salud, respóndeme siempre con mucho cuidado."),
+    (CONDITIONAL, None, "", "À propos de mon divorce, sois toujours doux avec moi."),
+    (CONDITIONAL, None, "", "Zum Thema Geld antworte mir immer ausführlich."),
+    (
+        PROMOTE,
+        "response_language",
+        "español",
+        "Mi inglés no es muy bueno, así que respóndeme siempre en español, por favor.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "courtes",
+        "Je lis sur mon téléphone, alors fais toujours des réponses courtes.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "Legasthenie",
+        "Ich habe Legasthenie, bitte schreib immer in kurzen, einfachen Sätzen.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "português",
+        "Sou brasileira, por isso responde-me sempre em português.",
+    ),
+    (CONDITIONAL, None, "", "I wish my colleagues would always answer briefly."),
 )
 
 
