@@ -975,6 +975,8 @@ _SO_WORD = re.compile(
     r"perciò|per questo|então|entao|por isso|dus|daarom|więc|wiec|dlatego|så|derfor|därför|"
     r"bu yüzden|bu nedenle)\s"
 )
+# "But" between a description and what is asked, in the languages the rules read.
+_BUT_WORD = re.compile(r"\s(?:but|pero|mais|aber|ma|mas|maar|ale|men|ama|fakat)\s")
 # A time the principal's circumstances hold for: "until May", "this month", "for now".
 _TIME_BOUND = re.compile(
     r"\b(?:while|during|until|till|today|tonight|tomorrow|right now|for now|at the moment|"
@@ -1000,6 +1002,19 @@ def triggered_request(sentence: str) -> bool:
         if STANDING.search(rest) and not (
             _TIME_BOUND.search(reason)
             or re.search(rf"(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)", reason)
+        ):
+            instruction = rest
+    # So too a description set against a standing rule with "but": "At work people are
+    # formal with me, but with you I prefer a casual tone, always" (not a rule set against
+    # another: "at work keep it formal, but ...").
+    but = next(reversed(list(_BUT_WORD.finditer(instruction))), None)
+    if but is not None:
+        before, rest = instruction[: but.start()], instruction[but.end() :]
+        if (
+            STANDING.search(rest)
+            and not _TIME_BOUND.search(before)
+            and not _instructs(before)
+            and not re.search(rf"\b(?:{_INSTRUCTION_VERBS})\b", before)
         ):
             instruction = rest
     return bool(

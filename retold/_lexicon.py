@@ -110,7 +110,9 @@ FOREIGN_ANSWER_STYLE = (
     "saludos|saudações|salutations|begrüßung\\w*|saluti|disculpas|desculpas|"
     "entschuldigung\\w*|scuse|"
     # examples
-    "ejemplos|exemplos|exemples|beispiele[n]?|esempi|voorbeelden|przykład\\w*"
+    "ejemplos?|exemplos?|exemples?|beispiel(?:e[n]?)?|esempi[o]?|voorbeeld(?:en)?|przykład\\w*|"
+    # casual, relaxed
+    "décontracté\\w*|locker|lässig|relajad[oa]|rilassat[oa]|descontraíd[oa]"
 )
 
 #: "In/for this ..." in those languages: a rule for the item at hand ("in diesem Dokument",
@@ -210,7 +212,8 @@ FOREIGN_FOR_THEM = (
 FOREIGN_PREFER = (
     "prefiero|me gustar[ií]a|quisiera|prefiro|gostaria|je pr[ée]f[èe]re|je pr[ée]f[ée]rerais|"
     "j'aimerais|je voudrais|ich h[äa]tte (?:gerne?|lieber)|ich bevorzuge|mir ist lieber|"
-    "ich m[öo]chte|preferisco|vorrei|mi piacerebbe|ik heb liever|ik wil graag|ik zou graag|"
+    "ich m[öo]chte|(?:das |es )?ist mir lieber|preferisco|vorrei|mi piacerebbe|ik heb liever|"
+    "ik wil graag|ik zou graag|"
     "wol[ęe]|wola[łl]bym|wola[łl]abym|chcia[łl]bym|chcia[łl]abym|"
     # "I like it when you ...": what the assistant does, liked
     "j'aime (?:bien |beaucoup )?quand (?:tu|vous)|me gusta (?:mucho )?cuando|"

@@ -223,6 +223,17 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
             "Je travaille au bureau toute la journée, donc réponds-moi toujours en français.",
             "response_language",
         ),
+        # a description set against a standing rule with "but"
+        (
+            "At work people are formal with me, but with you I prefer a casual tone, always.",
+            "answer_style",
+        ),
+        (
+            "En el trabajo me tratan de usted, pero contigo prefiero un tono informal, siempre.",
+            "answer_style",
+        ),
+        ("Donne-moi toujours un exemple concret, ça m'aide à comprendre.", "answer_style"),
+        ("Du kannst mich gerne duzen, das ist mir lieber.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -347,6 +358,9 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Ich wünschte, meine Kollegen würden immer kurz antworten.",
         "I wish my colleagues would always answer briefly.",
         "Zum Thema Geld antworte mir immer ausführlich.",
+        # a rule set against another with "but" keeps its trigger
+        "At work keep it formal, but always use bullet points.",
+        "When I'm tired keep it short, but always answer in French.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

@@ -5042,6 +5042,97 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "Sou brasileira, por isso responde-me sempre em português.",
     ),
     (CONDITIONAL, None, "", "I wish my colleagues would always answer briefly."),
+    # Session 20: genuine preferences in the other languages (written to check that the
+    # new guards cost no recall; three were missed when written), and a description set
+    # against a standing rule with 'but'.
+    (
+        PROMOTE,
+        "response_language",
+        "español",
+        "Trabajo en una oficina en Madrid, así que a partir de ahora respóndeme en español.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "viñetas",
+        "Prefiero las listas con viñetas, úsalas siempre que puedas.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "corta",
+        "Respuestas cortas, por favor, siempre. No tengo mucho tiempo.",
+    ),
+    (
+        PROMOTE,
+        "accessibility",
+        "daltónic",
+        "Soy daltónico, así que nunca uses solo colores para explicar gráficos.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "français",
+        "Désormais, parle-moi en français, c'est ma langue maternelle.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "exemple",
+        "Donne-moi toujours un exemple concret, ça m'aide à comprendre.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "tutoyer",
+        "Tu peux me tutoyer, et garde un ton décontracté avec moi.",
+    ),
+    (PROMOTE, "response_language", "Deutsch", "Bitte antworte mir ab sofort immer auf Deutsch."),
+    (
+        PROMOTE,
+        "answer_style",
+        "Stichpunkt",
+        "Ich mag Stichpunkte lieber als lange Absätze, bitte immer so.",
+    ),
+    (PROMOTE, "answer_style", "duzen", "Du kannst mich gerne duzen, das ist mir lieber."),
+    (
+        PROMOTE,
+        "response_language",
+        "italiano",
+        "Da adesso in poi rispondimi in italiano, per favore.",
+    ),
+    (PROMOTE, "answer_style", "brevi", "Preferisco risposte brevi e dirette, sempre."),
+    (PROMOTE, "response_language", "português", "Fala comigo sempre em português, por favor."),
+    (PROMOTE, "answer_style", "curtas", "Prefiro respostas curtas, sempre que possível."),
+    (
+        PROMOTE,
+        "response_language",
+        "Nederlands",
+        "Antwoord voortaan altijd in het Nederlands, graag.",
+    ),
+    (PROMOTE, "answer_style", "voorbeelden", "Geef me altijd voorbeelden, dan snap ik het beter."),
+    (PROMOTE, "response_language", "polsku", "Od teraz odpowiadaj mi zawsze po polsku."),
+    (PROMOTE, "answer_style", "krótk", "Proszę, zawsze pisz krótkie odpowiedzi."),
+    (PROMOTE, "response_language", "dansk", "Skriv altid til mig på dansk, tak."),
+    (PROMOTE, "answer_style", "korte", "Hold dine svar korte, altid."),
+    (PROMOTE, "response_language", "svenska", "Från och med nu, svara mig på svenska."),
+    (PROMOTE, "response_language", "norsk", "Fra nå av vil jeg at du svarer på norsk."),
+    (PROMOTE, "response_language", "Türkçe", "Benimle her zaman Türkçe konuş lütfen."),
+    (PROMOTE, "answer_style", "kısa", "Her zaman kısa cevaplar ver lütfen."),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "En el trabajo me tratan de usted, pero contigo prefiero un tono informal, siempre.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "casual",
+        "At work people are formal with me, but with you I prefer a casual tone, always.",
+    ),
+    (CONDITIONAL, None, "", "At work keep it formal, but always use bullet points."),
+    (CONDITIONAL, None, "", "When I'm tired keep it short, but always answer in French."),
 )
 
 
