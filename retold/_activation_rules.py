@@ -33,6 +33,7 @@ from ._lexicon import (
     FOREIGN_IMPERATIVES,
     FOREIGN_REPORTING,
     FOREIGN_SOMEONES_DEVICE,
+    FOREIGN_WITHDRAWAL,
 )
 from ._records import (
     Principal,
@@ -1065,9 +1066,7 @@ WITHDRAWAL = re.compile(
     r"(?:scratch|scrap) (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to how|"
-    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
-    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr|"
-    rf"{TAKE_BACK})\b"
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b"
 )
 # Cues that take something back, or tell the assistant to stop something new ("drop the
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they

@@ -60,6 +60,11 @@ _GENERIC_TOPIC = frozenset(
     contesta contestar contestarme contestes responde responder respondas répondre réponds
     antworte antworten antwortest rispondi rispondere rispondermi antwoord antwoorden
     odpowiadaj odpowiadać odpowiadał
+    respuesta respuestas réponse réponses antwort antworten risposta risposte resposta respostas
+    antwoorden odpowiedź odpowiedzi svar svaret svaren cevap cevaplar
+    liste listes lista listas listen elenco elenchi lijst lijsten
+    preciso quiero quero veux will voglio wil chcę vil vill
+    des à au aux mit não nao préfère préfere prefiero prefiro
     """.split()
 )
 #: A language's name or a common style word as the other languages write it, as the stem of

@@ -56,6 +56,7 @@ from ._lexicon import (
     FOREIGN_PREFER,
     FOREIGN_SOMEONE_OF_MINE,
     FOREIGN_STANDING,
+    FOREIGN_WITHDRAWAL,
     LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_PREPOSITION,
@@ -629,9 +630,7 @@ _WITHDRAWAL = re.compile(
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
     rf"{STOP_DOING}|"
-    r"ya no|olvida\w*|déjalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
-    r"não precisa mais|vergiss\w*|nicht mehr|"
-    rf"{TAKE_BACK})\b",
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (

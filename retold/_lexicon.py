@@ -25,6 +25,7 @@ __all__ = [
     "FOREIGN_TIME_BOUND",
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
+    "FOREIGN_WITHDRAWAL",
     "LANGUAGE",
     "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
@@ -501,6 +502,15 @@ FOREIGN_ALL_MY = (
     r"(?:para|pour|für|per|voor|dla|for|för)\s+(?:tod[oa]s(?: (?:os|as))?|tous|toutes|alle|"
     r"tutt[ei](?: (?:i|le))?|wszystki\w+|alla|allt?)\s+(?:mis|mes|meine|miei|mie|meus|minhas|mijn|"
     r"moich|moje|mina|mine)\s+[^\W\d_]+"
+)
+#: Taking back an earlier request in those languages: forget, drop it, no longer ("olvida lo
+#: de ...", "vergiss das mit ...", "non rispondermi più in spagnolo", "já não preciso de ...").
+#: Both the extractor and the activation rules read it.
+FOREIGN_WITHDRAWAL = (
+    r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
+    r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr|"
+    r"non (?:[^\W\d_]+ )?più|già non|já não|ja nao|niet meer|nie (?:[^\W\d_]+ )?już|już nie|"
+    r"ikke (?:længere|lenger)|inte längre|artık"
 )
 #: "According to" in those languages ("laut meiner Lehrerin", "según mi profesor"), not "in my
 #: opinion" ("selon moi", "secondo me", "volgens mij").

@@ -32,6 +32,11 @@ cue, and "as long as it needs to be" read as someone's need), and 2 are about so
 else. The last 2 ask for a language in Danish (it replaces the earlier one) or say what
 someone else does ("Hun svarer altid på dansk"), which replaces nothing.
 
+The last 7 take back in Spanish, French, German, Italian and Portuguese a preference said
+in English (all 5 were left in force when written: the cue was unknown, or the other
+language's word for "answers" or a function word counted as something else), or say
+something else.
+
 Known misses (``KNOWN_IN_FORCE``, ``KNOWN_TAKEN``): no take-back is left in force. "I no
 longer live in Spain, but keep replying in Spanish" keeps Spanish in force, but by its own
 record (the cue is about where the principal lives; the instruction restates
@@ -182,6 +187,15 @@ CASES: tuple[tuple[str, str, str], ...] = (
     # a new language of reply in Danish replaces the earlier one; someone else's does not
     ("spanish", "Svar mig altid på engelsk.", BACK),
     ("spanish", "Hun svarer altid på dansk.", KEEP),
+    # take-backs in Spanish, French, German, Italian and Portuguese of a preference said in
+    # English (all five were left in force when written), and two that are not
+    ("short", "Olvida lo de las respuestas cortas.", BACK),
+    ("bullets", "Oublie les listes à puces, je préfère des paragraphes.", BACK),
+    ("short", "Vergiss das mit den kurzen Antworten.", BACK),
+    ("spanish", "Non rispondermi più in spagnolo.", BACK),
+    ("short", "Já não preciso de respostas curtas.", BACK),
+    ("spanish", "Olvida lo que te dije sobre mi viaje a Roma.", KEEP),
+    ("spanish", "Mi hermana ya no quiere respuestas en español.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
@@ -274,7 +288,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     bundle = _fitness.load_bundle(name)
     run = anyio.run(lambda: _fitness.replay_run(bundle, tmp_path, "ambient"))
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
-    assert run.withdrawn_preferences == backs == 51
+    assert run.withdrawn_preferences == backs == 56
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
