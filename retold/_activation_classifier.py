@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +16,7 @@ from ._activation_rules import (
     HELPS_WHEN_YOU,
     IF_IDIOM,
     POLITE_REQUEST,
+    RULE_FOR_YOU,
     SAME_AGAIN,
     STANDING,
     SUBJECTLESS_WISH,
@@ -867,9 +868,13 @@ _VERBLESS_STANDING = re.compile(
 )
 
 
-_SO = re.compile(r",?\s+so\s+")
-# A rule set for the assistant: "New rule for you: metric units only".
-_RULE_FOR_YOU = re.compile(r"\b(?:(?:a|one|new|general|standing)\s+)?rules?\s+for\s+you\b")
+# "So" between a reason and what it asks for, in the languages the rules read.
+_SO_WORD = re.compile(
+    r"\s(?:so|así que|por eso|por lo tanto|alors|donc|du coup|deshalb|daher|deswegen|quindi|"
+    r"perciò|per questo|então|entao|por isso|dus|daarom|więc|wiec|dlatego|så|derfor|därför|"
+    r"bu yüzden|bu nedenle)\s"
+)
+_RULE_FOR_YOU = re.compile(rf"\b{RULE_FOR_YOU}\b")
 
 
 def _explicit_instruction(claim: str) -> bool:
@@ -887,7 +892,7 @@ def _explicit_instruction(claim: str) -> bool:
     # after a lead-in too ("I've said it before: short answers, always."): the pattern allows
     # no colon, so the part after the last one is the only part that can match; so too after
     # a reason ("I skim, so short paragraphs, always.")
-    tails = (claim.rpartition(":")[2], _SO.split(claim)[-1])
+    tails = (claim.rpartition(":")[2], _SO_WORD.split(claim)[-1])
     if any(_VERBLESS_STANDING.search(t) for t in tails) or _VERBLESS_ORDER.search(claim):
         return True
     if _PREFERENCE_FORM.search(claim) and _RESPONSE_OBJECT.search(claim):
@@ -969,20 +974,31 @@ def _categories(claim: str) -> list[str]:
     return found
 
 
-# "So" between a reason and what it asks for, in the languages the rules read.
-_SO_WORD = re.compile(
-    r"\s(?:so|así que|por eso|por lo tanto|alors|donc|du coup|deshalb|daher|deswegen|quindi|"
-    r"perciò|per questo|então|entao|por isso|dus|daarom|więc|wiec|dlatego|så|derfor|därför|"
-    r"bu yüzden|bu nedenle)\s"
-)
 # "But" between a description and what is asked, in the languages the rules read.
 _BUT_WORD = re.compile(r"\s(?:but|pero|mais|aber|ma|mas|maar|ale|men|ama|fakat)\s")
+_ANY_INSTRUCTION_VERB = re.compile(rf"\b(?:{_INSTRUCTION_VERBS})\b")
 # A time the principal's circumstances hold for: "until May", "this month", "for now".
 _TIME_BOUND = re.compile(
     r"\b(?:while|during|until|till|today|tonight|tomorrow|right now|for now|at the moment|"
     r"currently|these days|for the time being|temporarily|starting|before|after|"
     r"(?:this|next) (?:week|month|year|weekend|term|semester|season|trip))\b"
 )
+_ANY_TIME_BOUND = re.compile(rf"{_TIME_BOUND.pattern}|(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)")
+
+
+def _standing_part(
+    connective: re.Pattern[str], instruction: str, asks_too: Callable[[str], bool]
+) -> str:
+    """What follows the last ``connective`` in ``instruction`` when that part says it stands
+    and what comes before it neither bounds it in time nor (``asks_too``) asks for something
+    itself; else ``instruction``."""
+    last = next(reversed(list(connective.finditer(instruction))), None)
+    if last is None:
+        return instruction
+    before, rest = instruction[: last.start()], instruction[last.end() :]
+    if STANDING.search(rest) and not _ANY_TIME_BOUND.search(before) and not asks_too(before):
+        return rest
+    return instruction
 
 
 def triggered_request(sentence: str) -> bool:
@@ -996,27 +1012,15 @@ def triggered_request(sentence: str) -> bool:
     # bound it ("I fact-check everything for my job, so always cite sources"), but its time
     # does ("I'm in Japan until May, so always give prices in yen").
     # (in the other languages too: "soy profesora en la escuela, así que siempre ...")
-    so = next(reversed(list(_SO_WORD.finditer(instruction))), None)  # the last "so"
-    if so is not None:
-        reason, rest = instruction[: so.start()], instruction[so.end() :]
-        if STANDING.search(rest) and not (
-            _TIME_BOUND.search(reason)
-            or re.search(rf"(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)", reason)
-        ):
-            instruction = rest
+    instruction = _standing_part(_SO_WORD, instruction, lambda reason: False)
     # So too a description set against a standing rule with "but": "At work people are
     # formal with me, but with you I prefer a casual tone, always" (not a rule set against
     # another: "at work keep it formal, but ...").
-    but = next(reversed(list(_BUT_WORD.finditer(instruction))), None)
-    if but is not None:
-        before, rest = instruction[: but.start()], instruction[but.end() :]
-        if (
-            STANDING.search(rest)
-            and not _TIME_BOUND.search(before)
-            and not _instructs(before)
-            and not re.search(rf"\b(?:{_INSTRUCTION_VERBS})\b", before)
-        ):
-            instruction = rest
+    instruction = _standing_part(
+        _BUT_WORD,
+        instruction,
+        lambda before: _instructs(before) or bool(_ANY_INSTRUCTION_VERB.search(before)),
+    )
     return bool(
         _TRIGGER.search(_RESPONSE_CONDITION.sub(" ", IF_IDIOM.sub(" ", instruction)))
         or _SENSITIVE_TOPIC.search(claim)

@@ -324,6 +324,9 @@ _REQUEST_QUESTION = re.compile(
     r"pourriez-vous|kannst du|könntest du|können sie|könnten sie|puoi|potresti|può|"
     r"mi rispondi|kun je|zou je|kunt u|możesz|mógłbyś|mogłabyś)(?!\w)"
 )
+#: A rule set for the assistant: "New rule for you: metric units only" (it stands, and it
+#: instructs).
+RULE_FOR_YOU = r"(?:(?:a|one|new|general|standing)\s+)?rules?\s+for\s+you"
 #: A standing marker: the instruction holds from now on, for every reply.
 STANDING = re.compile(
     r"\b(?:always|never|generally|in general|from now on|from here on|going forward|by default|"
@@ -333,7 +336,7 @@ STANDING = re.compile(
     r"for future reference|for (?:the )?next time|for the future|from today(?: on(?:wards?)?)?|"
     r"make (?:it )?a habit (?:of|to)|"
     # a rule set for the assistant holds until changed: "new rule for you: metric units only"
-    r"rules? for you|"
+    rf"{RULE_FOR_YOU}|"
     # a reply of any kind: "could you stop opening every reply with ...?"
     r"(?:every|each) (?:single )?(?:answer|reply|response|message)|"
     # every reply, named in the plural: "avoid them in your answers", "your replies to me"
