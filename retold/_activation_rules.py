@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ._lexicon import (
     ACCESSIBILITY,
+    CJK_SOMEONE_ELSE,
     CONCESSIONS,
     FOREIGN_ACCORDING_TO,
     FOREIGN_ALWAYS,
@@ -653,6 +654,7 @@ _SELF_DESCRIBED = re.compile(
 _IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
 
 
+_CJK_SOMEONE_ELSE = re.compile(CJK_SOMEONE_ELSE)
 _TURKISH_EVERY = re.compile(r"\bher (?=zaman|seferinde|defasında|gün)")
 
 
@@ -683,6 +685,7 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
         or _TO_NAMED.search(sentence)
         or _OTHERS_NAMED_DO.search(sentence)
         or _OTHER_ASSISTANT.search(text)
+        or _CJK_SOMEONE_ELSE.search(sentence)
     ):
         return "third_party"
     unidiomatic_text = IF_IDIOM.sub(" ", text)

@@ -6,6 +6,7 @@ __all__ = [
     "ACCESSIBILITY",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
+    "CJK_SOMEONE_ELSE",
     "CJK_TRIGGERS",
     "CONCESSIONS",
     "FOREIGN_ACCORDING_TO",
@@ -423,11 +424,29 @@ CJK_INSTRUCTION = "请|請|ください|下さい|总是|總是|一直|いつも
 FOREIGN_TRIGGERS = (
     "لما|عندما|إذا|اذا|لو(?! سمحت)|اليوم|بكرا|غدا|"
     "когда|если|сегодня|завтра|коли|якщо|сьогодні|завтра|"
-    "जब|अगर|आज|कल"
+    "जब|अगर|आज|कल|"
+    # "this time", "only now" in Russian, Ukrainian and Arabic
+    "только сейчас|сейчас|в этот раз|на этот раз|цього разу|зараз|هذه المرة|الآن فقط"
 )
 
 #: The same in Chinese, Japanese and Korean, without word boundaries.
-CJK_TRIGGERS = "的时候|的時候|时候|時候|如果|今天|明天|ときは|時は|場合|今日|明日|때는|때|오늘|내일"
+CJK_TRIGGERS = (
+    "的时候|的時候|时候|時候|如果|今天|明天|ときは|時は|場合|今日|明日|때는|때|오늘|내일|"
+    # "this time"
+    "这次|這次|今回|今度|이번"
+)
+
+#: Someone else's wish in Chinese, Japanese and Korean, which have no spaces to find a
+#: reporting subject by: a relation, then what they want, hope or say ("我妈妈希望你...",
+#: "母は...と言っています", "우리 엄마는 ... 원해요").
+CJK_SOMEONE_ELSE = (
+    "(?:妈妈|媽媽|爸爸|老板|老闆|哥哥|姐姐|弟弟|妹妹|朋友|老师|老師|儿子|兒子|女儿|女兒|妻子|"
+    "丈夫|同事|孩子)[^。！？!?]{0,12}?(?:希望|想要|想让|想讓|要求|说|說|喜欢|喜歡|觉得|覺得)|"
+    "(?:母|父|上司|兄|姉|弟|妹|友達|先生|息子|娘|妻|夫|同僚)(?:は|が)[^。！？!?]{0,24}?"
+    "(?:と言って|と言い|ほしいと|欲しいと|が好き|を好む)|"
+    "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
+    "(?:는|은|가|이)[^.!?]{0,24}?(?:원해|원합니다|좋아해|좋아합니다|말했|말해요|바라)"
+)
 
 #: "Even when/if" in the same languages: a concession, so the rule holds in that case too
 #: (the opposite of a trigger).

@@ -234,6 +234,10 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ),
         ("Donne-moi toujours un exemple concret, ça m'aide à comprendre.", "answer_style"),
         ("Du kannst mich gerne duzen, das ist mir lieber.", "answer_style"),
+        ("Отныне всегда отвечай мне по-русски, пожалуйста.", "response_language"),
+        ("以后请一直用中文回答我。", "response_language"),
+        ("これからはいつも日本語で答えてください。", "response_language"),
+        ("앞으로는 항상 한국어로 대답해 주세요.", "response_language"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -361,6 +365,14 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         # a rule set against another with "but" keeps its trigger
         "At work keep it formal, but always use bullet points.",
         "When I'm tired keep it short, but always answer in French.",
+        # this time, someone else's wish: Russian, Arabic, Chinese, Japanese, Korean
+        "Только сейчас ответь по-английски, это для начальника.",
+        "هذه المرة فقط أجب بالإنجليزية.",
+        "我妈妈希望你总是用中文回答。",
+        "母はいつも日本語で答えてほしいと言っています。",
+        "今回だけ英語で答えてください。",
+        "우리 엄마는 항상 한국어로 대답해 주길 원해요.",
+        "이번만 영어로 대답해 주세요.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

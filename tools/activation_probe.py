@@ -5133,6 +5133,33 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     ),
     (CONDITIONAL, None, "", "At work keep it formal, but always use bullet points."),
     (CONDITIONAL, None, "", "When I'm tired keep it short, but always answer in French."),
+    # Session 20: look-alikes in Russian, Ukrainian, Arabic, Hindi, Chinese, Japanese and
+    # Korean; nine were promoted when written. The two Hindi ones still are: the rules'
+    # word pattern splits Devanagari at its vowel signs, so no Hindi cue is read there.
+    (CONDITIONAL, None, "", "Моя мама хочет, чтобы ты всегда отвечал по-русски."),
+    (CONDITIONAL, None, "", "Только сейчас ответь по-английски, это для начальника."),
+    (CONDITIONAL, None, "", "Когда мы говорим о налогах, отвечай по-английски."),
+    (CONDITIONAL, None, "", "Ты всегда отвечаешь по-русски?"),
+    (CONDITIONAL, None, "", "Мій брат хоче, щоб ти завжди відповідав українською."),
+    (PROMOTE, "response_language", "русск", "Отныне всегда отвечай мне по-русски, пожалуйста."),
+    (PROMOTE, "response_language", "українськ", "Завжди відповідай мені українською, будь ласка."),
+    (CONDITIONAL, None, "", "أمي تريد دائماً إجابات بالعربية."),
+    (CONDITIONAL, None, "", "هذه المرة فقط أجب بالإنجليزية."),
+    (CONDITIONAL, None, "", "هل تجيب دائماً بالعربية؟"),
+    (PROMOTE, "response_language", "بالعربية", "من الآن فصاعداً أجبني دائماً بالعربية من فضلك."),
+    (CONDITIONAL, None, "", "मेरी माँ चाहती है कि तुम हमेशा हिंदी में जवाब दो।"),
+    (CONDITIONAL, None, "", "सिर्फ इस बार अंग्रेज़ी में जवाब दो।"),
+    (PROMOTE, "response_language", "हिंदी", "अब से हमेशा मुझे हिंदी में जवाब दो।"),
+    (CONDITIONAL, None, "", "我妈妈希望你总是用中文回答。"),
+    (CONDITIONAL, None, "", "这次用英文回答，是给老板看的。"),
+    (CONDITIONAL, None, "", "如果我学日语，你会用日语回答吗？"),
+    (PROMOTE, "response_language", "中文", "以后请一直用中文回答我。"),
+    (CONDITIONAL, None, "", "母はいつも日本語で答えてほしいと言っています。"),
+    (CONDITIONAL, None, "", "今回だけ英語で答えてください。"),
+    (PROMOTE, "response_language", "日本語", "これからはいつも日本語で答えてください。"),
+    (CONDITIONAL, None, "", "우리 엄마는 항상 한국어로 대답해 주길 원해요."),
+    (CONDITIONAL, None, "", "이번만 영어로 대답해 주세요."),
+    (PROMOTE, "response_language", "한국어", "앞으로는 항상 한국어로 대답해 주세요."),
 )
 
 
