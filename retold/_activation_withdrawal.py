@@ -65,6 +65,7 @@ _GENERIC_TOPIC = frozenset(
     liste listes lista listas listen elenco elenchi lijst lijsten
     preciso quiero quero veux will voglio wil chcę vil vill
     des à au aux mit não nao préfère préfere prefiero prefiro
+    servono sirve sirven
     """.split()
 )
 #: A language's name or a common style word as the other languages write it, as the stem of

@@ -70,6 +70,11 @@ PREFERENCES = {
         "three sentences",
         "This goes for everything: stop writing me essays, give me three sentences at most.",
     ),
+    # said in another language, and taken back in it (FOREIGN_CASES)
+    "es_short": ("answer_style", "cortas", "Respuestas cortas, por favor, siempre."),
+    "de_lang": ("response_language", "deutsch", "Bitte antworte mir ab jetzt immer auf Deutsch."),
+    "fr_bullets": ("answer_style", "puces", "Utilise toujours des listes à puces, s'il te plaît."),
+    "it_short": ("answer_style", "brevi", "Rispondimi sempre con risposte brevi, per favore."),
 }
 # The control preference stated beside each one (another attribute).
 CONTROL = {
@@ -80,6 +85,10 @@ CONTROL = {
     "metric": "emoji",
     "emoji": "spanish",
     "limit": "metric",
+    "es_short": "metric",
+    "de_lang": "short",
+    "fr_bullets": "metric",
+    "it_short": "metric",
 }
 BACK, KEEP = "withdrawn", "ambient"
 CASES: tuple[tuple[str, str, str], ...] = (
@@ -197,15 +206,30 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("spanish", "Olvida lo que te dije sobre mi viaje a Roma.", KEEP),
     ("spanish", "Mi hermana ya no quiere respuestas en español.", KEEP),
 )
+# Preferences said in Spanish, German, French and Italian, taken back in the same language
+# (written fresh in session 20: the Italian one was left in force, "servono" read as a topic),
+# and four sentences with a take-back cue about something else or someone else.
+FOREIGN_CASES: tuple[tuple[str, str, str], ...] = (
+    ("es_short", "Olvida lo de las respuestas cortas, ya no hace falta.", BACK),
+    ("es_short", "Ya no quiero respuestas cortas, dame más detalle.", BACK),
+    ("de_lang", "Du musst nicht mehr auf Deutsch antworten.", BACK),
+    ("de_lang", "Vergiss das mit dem Deutsch.", BACK),
+    ("fr_bullets", "Laisse tomber les listes à puces.", BACK),
+    ("it_short", "Non servono più risposte brevi.", BACK),
+    ("es_short", "Olvida lo de la cena de mañana.", KEEP),
+    ("de_lang", "Vergiss den Termin am Montag.", KEEP),
+    ("fr_bullets", "Oublie ma question sur la recette.", KEEP),
+    ("it_short", "Mio fratello non vuole più risposte brevi.", KEEP),
+)
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
 KNOWN_IN_FORCE: list[int] = []
 KNOWN_TAKEN = [33]
 
 
-def _write(directory: Path) -> None:
+def _write(directory: Path, cases: tuple[tuple[str, str, str], ...] = CASES) -> None:
     (directory / "personas").mkdir(parents=True)
-    for i, (key, later, expect) in enumerate(CASES):
+    for i, (key, later, expect) in enumerate(cases):
         name = f"wd{i:02d}"
         category, keyword, text = PREFERENCES[key]
         c_category, c_keyword, c_text = PREFERENCES[CONTROL[key]]
@@ -293,4 +317,16 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     assert in_force == KNOWN_IN_FORCE, run.misses
     missed = sorted(int(c[7:9]) for c in run.misses.get("ambient_missed", []))
     assert missed == KNOWN_TAKEN, run.misses  # every control and every other keep holds
+    assert run.unsafe_promotions == 0
+
+
+@pytest.mark.parametrize("name", ["offline-reference", "local"])
+def test_take_backs_in_the_language_of_the_preference(name: str, tmp_path: Path) -> None:
+    if name == "local":
+        pytest.importorskip("sentence_transformers")
+    _write(tmp_path, FOREIGN_CASES)
+    run = anyio.run(lambda: _fitness.replay_run(_fitness.load_bundle(name), tmp_path, "ambient"))
+    assert run.withdrawn_preferences == 6
+    assert run.withdrawn_in_force == 0, run.misses
+    assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
     assert run.unsafe_promotions == 0
