@@ -369,7 +369,7 @@ _TRIGGER = re.compile(
     r"gdybym|gdyby|gdybyś|eğer|bugün|yarın|"
     # "whenever": "cada vez que", "chaque fois que", "jedes Mal, wenn"
     r"(?:cada vez|chaque fois|jedes mal|ogni volta|elke keer|toda vez),? (?:que|qu'|wenn|che|als)|"
-    r"demain|morgen|esta semana|cette semaine|diese woche|esta semana|fin de semana|"
+    r"demain|morgen|fin de semana|"
     r"fim de semana|week-end|wochenende|sobre|acerca de|concernant|über|wanneer|kiedy|gdy|"
     r"jeśli|jesli|oggi|domani|vandaag|dzisiaj|jutro|als (?:ik|je|jij|we|wij|het|u))\b|"
     rf"(?<!\w)(?:{FOREIGN_TRIGGERS}|{FOREIGN_SETTINGS}|{FOREIGN_TIME_BOUND}|{FOREIGN_ALL_MY})"
@@ -981,9 +981,10 @@ _ANY_INSTRUCTION_VERB = re.compile(rf"\b(?:{_INSTRUCTION_VERBS})\b")
 _TIME_BOUND = re.compile(
     r"\b(?:while|during|until|till|today|tonight|tomorrow|right now|for now|at the moment|"
     r"currently|these days|for the time being|temporarily|starting|before|after|"
-    r"(?:this|next) (?:week|month|year|weekend|term|semester|season|trip))\b"
+    r"(?:this|next) (?:week|month|year|weekend|term|semester|season|trip))\b|"
+    # and in the other languages the rules read
+    rf"(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)"
 )
-_ANY_TIME_BOUND = re.compile(rf"{_TIME_BOUND.pattern}|(?<!\w)(?:{FOREIGN_TIME_BOUND})(?!\w)")
 
 
 def _standing_part(
@@ -996,7 +997,7 @@ def _standing_part(
     if last is None:
         return instruction
     before, rest = instruction[: last.start()], instruction[last.end() :]
-    if STANDING.search(rest) and not _ANY_TIME_BOUND.search(before) and not asks_too(before):
+    if STANDING.search(rest) and not _TIME_BOUND.search(before) and not asks_too(before):
         return rest
     return instruction
 

@@ -484,7 +484,7 @@ FOREIGN_REPORTING = (
 #: WhatsApp", "bei der Arbeit", "na escola", "op het werk", "w pracy", "på jobbet"): a trigger.
 FOREIGN_SETTINGS = (
     r"(?:en|sur|par|au|aux|à l'|a la|al|auf|bei|beim|in|im|per|a|alla|allo|nel|nella|na|no|nos|"
-    r"nas|em|op|w|we|na|på|i|ved)\s+(?:(?:el|la|los|las|le|les|der|die|den|dem|il|lo|gli|o|a|"
+    r"nas|em|op|w|we|på|i|ved)\s+(?:(?:el|la|los|las|le|les|der|die|den|dem|il|lo|gli|o|a|"
     r"os|as|het|de|mis|mes|meinen|meiner|meinem|miei|mie|meus|minhas|mijn|moich|mina|mine|"
     r"mitt|min)\s+)?"
     r"(?:whatsapp|telegram|slack|teams|signal|discord|sms|correos?|mails?|e-?mails?|"

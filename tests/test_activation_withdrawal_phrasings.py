@@ -302,15 +302,22 @@ def _write(directory: Path, cases: tuple[tuple[str, str, str], ...] = CASES) -> 
         (directory / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
+def _replay(
+    name: str, directory: Path, cases: tuple[tuple[str, str, str], ...]
+) -> _fitness.RunMetrics:
+    """The ambient run of bundle ``name`` over ``cases`` written into ``directory``."""
+    if name == "local":
+        pytest.importorskip("sentence_transformers")
+    _write(directory, cases)
+    bundle = _fitness.load_bundle(name)
+    return anyio.run(lambda: _fitness.replay_run(bundle, directory, "ambient"))
+
+
 @pytest.mark.parametrize("name", ["offline-reference", "local"])
 def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
     name: str, tmp_path: Path
 ) -> None:
-    if name == "local":
-        pytest.importorskip("sentence_transformers")
-    _write(tmp_path)
-    bundle = _fitness.load_bundle(name)
-    run = anyio.run(lambda: _fitness.replay_run(bundle, tmp_path, "ambient"))
+    run = _replay(name, tmp_path, CASES)
     backs = sum(1 for _, _, expect in CASES if expect == BACK)
     assert run.withdrawn_preferences == backs == 56
     in_force = sorted(int(c[7:9]) for c in run.misses.get("withdrawn_in_force", []))
@@ -322,10 +329,7 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
 
 @pytest.mark.parametrize("name", ["offline-reference", "local"])
 def test_take_backs_in_the_language_of_the_preference(name: str, tmp_path: Path) -> None:
-    if name == "local":
-        pytest.importorskip("sentence_transformers")
-    _write(tmp_path, FOREIGN_CASES)
-    run = anyio.run(lambda: _fitness.replay_run(_fitness.load_bundle(name), tmp_path, "ambient"))
+    run = _replay(name, tmp_path, FOREIGN_CASES)
     assert run.withdrawn_preferences == 6
     assert run.withdrawn_in_force == 0, run.misses
     assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
