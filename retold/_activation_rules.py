@@ -34,6 +34,7 @@ from ._lexicon import (
     FOREIGN_IMPERATIVES,
     FOREIGN_REPORTING,
     FOREIGN_SOMEONES_DEVICE,
+    FOREIGN_WHEN_YOU_ANSWER,
     FOREIGN_WITHDRAWAL,
 )
 from ._records import (
@@ -207,6 +208,81 @@ IF_IDIOM = re.compile(
     r"\b|\b(?:if|when) (?:i|we) (?:ask|request) for (?:more|details?|the (?:rest|details))\b|"
     # "then the details if I need them": more when wanted, no hypothetical
     r"\b(?:if|when) (?:i|we) (?:need|want) (?:them|it|more|details?|the (?:rest|details))\b"
+)
+# A condition on the reply itself rather than on a topic, time or channel: "for long
+# replies", "when you list steps", "if the answer is long". The instruction still applies
+# to every conversation (it shapes the form of any reply of that kind), so it is no
+# trigger. Only response-form words: a task or topic ("when you write code", "when I ask
+# about money") is still a trigger.
+RESPONSE_FORM = (
+    r"(?:steps?|lists?|items?|options?|points?|answers?|repl(?:y|ies)|responses?|"
+    r"summar(?:y|ies)|explanations?|instructions?|examples?|sources?|messages?|"
+    r"process(?:es)?|procedures?|how-?tos?|charts?|graphs?|diagrams?|images?|pictures?|"
+    r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts|"
+    r"recommendations?|suggestions?|advice|estimates?|opinions?|comparisons?|definitions?|"
+    r"translations?)"
+)
+RESPONSE_CONDITION = re.compile(
+    rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|compare|"
+    rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
+    # (not those of one item: "when you mention times in the rota I'm pasting")
+    rf"{RESPONSE_FORM}\b(?!\s+(?:in|from|of|on|to|for)\s+(?:the|this|that|these|those|my|our)\b)|"
+    rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
+    rf"detailed|complex)\s+{RESPONSE_FORM}\b|"
+    # a reply's parts as such: "use bullet points for steps", "numbers for lists"
+    rf"\bfor\s+(?:(?:any|all|the|your)\s+)?{RESPONSE_FORM}\b"
+    r"(?!\s+(?:in|of|from|for|on|to|about)\s+(?:the|this|that|these|those|my|our)\b)|"
+    rf"\b(?:when(?:ever)?|if)\s+(?:the|your|an?|my)\s+{RESPONSE_FORM}\s+(?:is|are|gets?|runs?)\s+"
+    rf"(?:long(?:er)?|lengthy|short|big|complex|detailed)\b|"
+    # what a reply holds: "whenever there are numbers in an answer", "when your answer has
+    # a list"
+    rf"\bwhen(?:ever)?\s+there\s+(?:is|are)\s+(?:[^\W\d_]+\s+){{1,3}}in\s+(?:an?|the|your|any)\s+"
+    rf"{RESPONSE_FORM}\b|"
+    rf"\b(?:when(?:ever)?|if)\s+(?:an?|the|your)\s+{RESPONSE_FORM}\s+(?:has|have|contains?|"
+    rf"includes?)\b|"
+    # what a reply holds, when it matters: "when numbers matter, write them out", "tables
+    # when there's data to compare"
+    r"\bwhen(?:ever)?\s+(?:the\s+)?(?:numbers|figures|data|statistics|stats|dates|amounts|"
+    r"prices)\s+(?:matter|count|are involved)\b|"
+    r"\bwhen(?:ever)?\s+there(?:'s|\s+is|\s+are)\s+(?:data|numbers|figures|options|"
+    r"things|prices)\s+to\s+compare\b|"
+    # what a reply states, as it comes up: "give me temperatures in Celsius whenever they
+    # come up" (the pronoun's antecedent a reply's part, named before it)
+    rf"\b{RESPONSE_FORM}\b[^.!?]{{0,60}}?\bwhen(?:ever)?\s+(?:they|those|these|it)\s+"
+    r"(?:come|comes|crop|crops|show|shows) up\b|"
+    # every reply: "when you answer me", "whenever you reply to me" (not "when you reply
+    # about X", which names a topic)
+    # every conversation: "when we talk", "whenever we chat" (not "when we talk about X")
+    r"\bwhen(?:ever)?\s+we\s+(?:talk|chat|speak)\b(?!\s+(?:about|on|regarding)\b)|"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:answer|reply|respond|write back|talk|speak|get back)"
+    r"(?:\s+to)?(?:\s+(?:me|us))?\b(?!\s+(?:about|on|regarding|for|my|his|her|their|our|him|"
+    r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
+    # any recommendation or explanation, whatever it is of: "when you recommend something",
+    # "when you explain anything", "whenever I ask you to compare things"
+    r"\b(?:when(?:ever)?|if)\s+(?:you|i\s+ask\s+you\s+to)\s+(?:recommend|suggest|explain|"
+    r"describe|compare|list|show|give)\s+"
+    r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
+    # when the assistant needs input: "ask yes/no questions when you need something from me"
+    r"\bwhen(?:ever)?\s+you\s+need\s+(?:something|anything|more|information|input|details|"
+    r"an answer)\s+from\s+me\b|"
+    # how to do anything: "when you explain how to do something"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:explain|describe|show me|tell me)\s+how\s+(?:to\s+)?"
+    r"(?:do\s+)?(?:something|anything|things|stuff)\b"
+    r"(?!\s+(?:to|for|with|about|in)\s+(?:my|our|his|her|their|the|this|that)\b)|"
+    # any fact or figure an answer states: "whenever you state a fact, link the source"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:state|give|quote|cite|mention|claim|use)\s+(?:me\s+)?"
+    r"(?:an?\s+|any\s+)?(?:facts?|figures?|numbers?|statistics?|stats|claims?|data)\b|"
+    # the opposite of a trigger: "whatever we talk about", "whatever the topic", "even when
+    # I'm casual" (a concession: the rule holds in that case too)
+    r"\bwhatever (?:we|you|i) (?:talk|chat|ask|write|discuss)\w*(?: about)?\b|"
+    rf"\b(?:{CONCESSIONS})\b|"
+    r"\bwhatever the (?:topic|subject)\b|\bregardless of (?:the )?(?:topic|subject)\b|"
+    # the behaviour itself, liked or not: "I hate it when you use emojis", "it annoys me
+    # when you apologise" (what follows "when you" is the reply, not a trigger)
+    r"\b(?:hate|dislike|love|like|prefer|(?:can't|cannot|ca not) stand|appreciate|mind)\s+"
+    r"(?:it\s+)?(?:when(?:ever)?|if)\s+you\b|"
+    r"\b(?:annoys|bugs|irritates|bothers|frustrates|confuses) me (?:when(?:ever)?|if) you\b|"
+    rf"(?<!\w)(?:{FOREIGN_WHEN_YOU_ANSWER})(?!\w)"
 )
 # "I find them distracting": an object pronoun for the thing the principal judges, not a
 # third party (who would be "I want them to ...", which stays disqualified).
