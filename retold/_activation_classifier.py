@@ -156,7 +156,8 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "answer_style": re.compile(
         r"\b(?:concise\w*|brief\w*|short\w*|succinct\w*|terse\w*|detailed|verbose|thorough\w*|"
-        r"in depth|in-depth|bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
+        r"in depth|in-depth|(?:more|less|extra) (?:detail|depth)|(?:go|going) into detail|"
+        r"bullet(?:s| points?)?|formal\w*|informal\w*|casual\w*|tone|emojis?|"
         rf"{LENGTH_LIMIT}|"
         r"markdown|tables?|step[- ]by[- ]step|examples?|jargon|tl;?dr|summary first|"
         r"one (?:line|sentence|paragraph)|long(?:er)? answers?|summar(?:y|ies)|paragraphs?|"
@@ -220,7 +221,21 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"ask me (?:a |one |some )?(?:\w+ )?questions? (?:first|before)|"
         # a spelling: "answer me in British English" (not read as a language)
         r"(?:british|american|us|uk|australian|canadian) (?:english|spelling)|"
-        r"your (?:own )?recommendation|(?:the )?reasoning (?:first|after|afterwards|last)|"
+        r"your (?:own )?recommendation|"
+        # how a choice is given: "your single best pick", "one option, not a menu", "just pick
+        # one", "end with a clear verdict", "the bottom line first", "why in a sentence"
+        r"(?:single|top|best|final|one) (?:pick|choice|option|suggestion|recommendation)s?|"
+        r"pick one|verdicts?|"
+        # candour about what the assistant does not know: "say so instead of guessing"
+        r"instead of guessing|rather than (?:guessing|making (?:something|things|stuff|it) up)|"
+        r"(?:don't|do not|never) (?:guess|make (?:something|things|stuff|it) up)\b|"
+        r"say (?:so|you don't know|that you don't know)\b|"
+        # how many: "keep it to three at most", "two or three is plenty", "three options"
+        r"keep (?:it|them) to (?:one|two|three|four|five|\d+)(?:,? (?:at most|max(?:imum)?|tops))?"
+        r"(?![\w-]| [^\W\d_])|(?:one|two|three|four|five|\d+)(?: or (?:two|three|four|five|\d+))? "
+        r"(?:is|are) (?:plenty|enough)|(?:one|two|three|four|five|\d+)(?: or (?:two|three|four|five|"
+        r"\d+))? (?:options|choices|alternatives|suggestions|examples|items|points|bullets)|(?:the )?bottom line|yes or no first|"
+        r"in a (?:single )?(?:sentence|line|paragraph)|(?:the )?reasoning (?:first|after|afterwards|last)|"
         r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
         r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
@@ -397,6 +412,9 @@ _ONE_OFF = re.compile(
     # the item at hand named as such: "answer this one in Italian", "that question"
     rf"\b{_ITEM_AT_HAND}|"
     r"\bjust (?:this|that) once\b|"
+    # more or less of the thing at hand: "more detail on that", "more examples on this"
+    r"\b(?:more|less|further|extra|expand|elaborate|deeper)\b[^.!?,;]{0,30}?"
+    r"\b(?:on|about|regarding)\s+(?:that|this|it|those|these)(?!['\w])|"
     # a reaction to the reply at hand, a bare comparative: "Shorter, please.", "a bit less
     # formal?", "More detail, please, I'm lost" (this answer redone, not every answer)
     r"^\W*(?:(?:a bit|a little|a lot|much|way|even|slightly|somewhat)\s+)?"

@@ -220,11 +220,15 @@ RESPONSE_FORM = (
     r"process(?:es)?|procedures?|how-?tos?|charts?|graphs?|diagrams?|images?|pictures?|"
     r"times|dates|numbers|prices|temperatures|weights|distances|measurements|amounts|"
     r"recommendations?|suggestions?|advice|estimates?|opinions?|comparisons?|definitions?|"
-    r"translations?)"
+    r"translations?|choices?|alternatives?|picks?|verdicts?)"
 )
 RESPONSE_CONDITION = re.compile(
-    rf"\b(?:when(?:ever)?|if)\s+you\s+(?:list|give|write|explain|summari[sz]e|include|show|compare|"
-    rf"use|number|send|mention|quote|state|describe|walk me through)\s+(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
+    # ("when you give me options", "if you're comparing options for me")
+    r"\b(?:when(?:ever)?|if)\s+you(?:'re|\s+are)?\s+(?:list(?:ing)?|giv(?:e|ing)|writ(?:e|ing)|"
+    r"explain(?:ing)?|summari[sz](?:e|ing)|includ(?:e|ing)|show(?:ing)?|compar(?:e|ing)|"
+    r"us(?:e|ing)|number(?:ing)?|send(?:ing)?|mention(?:ing)?|quot(?:e|ing)|stat(?:e|ing)|"
+    r"describ(?:e|ing)|offer(?:ing)?|walk(?:ing)? me through)\s+"
+    r"(?:(?:a|an|the|any|some|me|several|multiple|more|many)\s+)*"
     # (not those of one item: "when you mention times in the rota I'm pasting")
     rf"{RESPONSE_FORM}\b(?!\s+(?:in|from|of|on|to|for)\s+(?:the|this|that|these|those|my|our)\b)|"
     rf"\bfor\s+(?:(?:any|all|every|the|your)\s+)?(?:long(?:er)?|short(?:er)?|lengthy|big(?:ger)?|"
@@ -259,9 +263,19 @@ RESPONSE_CONDITION = re.compile(
     r"them|someone|somebody|anyone|anybody|people|others|other)\b)|"
     # any recommendation or explanation, whatever it is of: "when you recommend something",
     # "when you explain anything", "whenever I ask you to compare things"
-    r"\b(?:when(?:ever)?|if)\s+(?:you|i\s+ask\s+you\s+to)\s+(?:recommend|suggest|explain|"
-    r"describe|compare|list|show|give)\s+"
-    r"(?:something|anything|things|stuff|(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
+    # and any choice made for the principal: "when I ask you to choose between things"
+    r"\b(?:when(?:ever)?|if)\s+(?:you(?:'re|\s+are)?|i\s+ask\s+you\s+to)\s+"
+    r"(?:recommend(?:ing)?|suggest(?:ing)?|explain(?:ing)?|describ(?:e|ing)|compar(?:e|ing)|"
+    r"list(?:ing)?|show(?:ing)?|giv(?:e|ing)|summari[sz](?:e|ing)|choos(?:e|ing)|pick(?:ing)?|"
+    r"decid(?:e|ing))\s+(?:between\s+)?"
+    r"(?:something|anything|things|stuff|options|alternatives|choices|"
+    r"(?:an?\s+|new\s+)?(?:concepts?|ideas?|terms?|topics?))\b|"
+    # when the assistant is unsure: "when you're not sure about something, say so", "if you
+    # don't know, ..." (not "when you're not sure about the train times", which names one)
+    r"\b(?:when(?:ever)?|if)\s+you(?:'re|\s+are)\s+(?:not\s+(?:sure|certain)|unsure|uncertain)"
+    r"(?:\s+(?:about|of)\s+(?:something|anything|it|that))?\b|"
+    r"\b(?:when(?:ever)?|if)\s+you\s+(?:don't|do\s+not)\s+know"
+    r"(?:\s+(?:something|anything|the\s+answer|for\s+sure))?\b|"
     # when the assistant needs input: "ask yes/no questions when you need something from me"
     r"\bwhen(?:ever)?\s+you\s+need\s+(?:something|anything|more|information|input|details|"
     r"an answer)\s+from\s+me\b|"
@@ -734,12 +748,23 @@ _CJK_SOMEONE_ELSE = re.compile(CJK_SOMEONE_ELSE)
 _TURKISH_EVERY = re.compile(r"\bher (?=zaman|seferinde|defasında|gün)")
 
 
+# What the principal will or would do: the consequence of a condition, not a rule.
+# (the words as ``_words`` gives them: "won't" is "wo not")
+_CONSEQUENCE = re.compile(r"\bi(?:'ll|'d| will| would| wo not)\b")
+
+
 def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> str | None:
     """Why a sentence cannot be the principal's own direct claim (None when it can).
     ``before``: the sentence before it, where a pronoun of it may find its antecedent."""
     if asks(sentence) and not standing_request(sentence):
         return "question"
-    unidiomatic = IF_IDIOM.sub(" ", " ".join(words)).split()
+    # a condition on a kind of reply ("if you give me options, ...") is no hypothetical,
+    # unless what follows is what the principal would do ("if you answer in French I won't
+    # understand")
+    unidiomatic_words = IF_IDIOM.sub(" ", " ".join(words))
+    if not _CONSEQUENCE.search(unidiomatic_words):
+        unidiomatic_words = RESPONSE_CONDITION.sub(" ", unidiomatic_words)
+    unidiomatic = unidiomatic_words.split()
     if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
         return "hypothetical"
     context = _words(before) if before else []

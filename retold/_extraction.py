@@ -673,6 +673,27 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
         "answer_style.format",
     ),
     (
+        # how many options a reply offers: "your single best pick", "a few options"
+        re.compile(
+            r"\b((?:single|top|best|one|final) (?:pick|choice|option|suggestion|recommendation)s?|"
+            r"pick one|(?:a few|several|multiple|more|lots of|many|some|two or three|two|three|"
+            r"four|five|\d+) (?:options|alternatives|choices|suggestions|recommendations)|"
+            r"options to choose from)\b",
+            re.I,
+        ),
+        "answer_style.choices",
+    ),
+    (
+        # what a reply says when the assistant is unsure: "say so instead of guessing"
+        re.compile(
+            r"\b(you(?:'re| are) (?:not sure|unsure|uncertain)|you (?:don't|do not) know|"
+            r"(?:your )?best guess|instead of guessing|rather than guessing|"
+            r"(?:don't|do not|never) guess|mak(?:e|ing) (?:something|things|stuff|it) up)\b",
+            re.I,
+        ),
+        "answer_style.certainty",
+    ),
+    (
         # "reply in plain text" or "write in bullet points" names a format, not a language
         re.compile(
             r"\b(reply|answer|respond|write)(?: to me)? in (?!(?:plain|full|short|simple|"
@@ -694,6 +715,8 @@ _STATE_KINDS = {
     "budget": RecordKind.FACT,
     "answer_style.length": RecordKind.PREFERENCE,
     "answer_style.format": RecordKind.PREFERENCE,
+    "answer_style.choices": RecordKind.PREFERENCE,
+    "answer_style.certainty": RecordKind.PREFERENCE,
     "response_language": RecordKind.PREFERENCE,
     "accessibility": RecordKind.PREFERENCE,
 }
@@ -710,7 +733,12 @@ _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "
 
 # Slugs a sentence gets only when it states a preference: "short answers leave me with more
 # questions" is not an answer-style preference, and "I teach in French" is no language one.
-_PREFERENCE_ONLY = {"answer_style.length", "answer_style.format"}
+_PREFERENCE_ONLY = {
+    "answer_style.length",
+    "answer_style.format",
+    "answer_style.choices",
+    "answer_style.certainty",
+}
 
 
 # Who a clause is about, read from its grammatical subject: "my wife ...", "my son's ...",
@@ -744,7 +772,13 @@ def _subject(clause: str) -> str | None:
 # dyslexia``), so only a restatement of the same item supersedes.
 _ITEMISED = {"accessibility", "answer_style.format"}
 # The slugs of how the principal is answered (a subject-less attribute is the principal's).
-_REPLY_SLUGS = {"answer_style.length", "answer_style.format", "response_language"}
+_REPLY_SLUGS = {
+    "answer_style.length",
+    "answer_style.format",
+    "answer_style.choices",
+    "answer_style.certainty",
+    "response_language",
+}
 # Words that name one item: bullets and numbered lists are two styles of the same list.
 _ITEM_OF = {"bullet": "lists", "numbered": "lists", "table": "tables", "header": "headings"}
 
@@ -909,7 +943,8 @@ class OfflineExtractor:
                     or PLEASE.search(sentence)
                     # an instruction on the replies with no "please" or "I": "Put the
                     # answer first and the reasoning after.", "Go back to replying in English."
-                    or (opens_with_instruction(sentence) and reply_categories(sentence))
+                    # (after a condition: "When you're not sure, say so instead of guessing.")
+                    or (opens_with_instruction(main) and reply_categories(sentence))
                 )
                 withdrawal = bool(_WITHDRAWAL.search(sentence)) or allowed_again(sentence)
                 question = asks(sentence) or (

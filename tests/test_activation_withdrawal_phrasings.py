@@ -75,6 +75,17 @@ PREFERENCES = {
     "de_lang": ("response_language", "deutsch", "Bitte antworte mir ab jetzt immer auf Deutsch."),
     "fr_bullets": ("answer_style", "puces", "Utilise toujours des listes à puces, s'il te plaît."),
     "it_short": ("answer_style", "brevi", "Rispondimi sempre con risposte brevi, per favore."),
+    # on a kind of reply (REPLY_KIND_CASES)
+    "pick": (
+        "answer_style",
+        "pick",
+        "When you recommend something, just give me your single best pick.",
+    ),
+    "unsure": (
+        "answer_style",
+        "guessing",
+        "When you're not sure about something, say so instead of guessing.",
+    ),
 }
 # The control preference stated beside each one (another attribute).
 CONTROL = {
@@ -89,6 +100,8 @@ CONTROL = {
     "de_lang": "short",
     "fr_bullets": "metric",
     "it_short": "metric",
+    "pick": "metric",
+    "unsure": "metric",
 }
 BACK, KEEP = "withdrawn", "ambient"
 CASES: tuple[tuple[str, str, str], ...] = (
@@ -221,6 +234,46 @@ FOREIGN_CASES: tuple[tuple[str, str, str], ...] = (
     ("fr_bullets", "Oublie ma question sur la recette.", KEEP),
     ("it_short", "Mio fratello non vuole più risposte brevi.", KEEP),
 )
+# Session 21: preferences on a kind of reply (how many options a recommendation gives,
+# what a reply says when the assistant is unsure), taken back or left alone by requests for
+# once that use their words; and requests for more on the thing at hand, which leave a
+# standing length alone. All written before the change; of the 6 take-backs run before it,
+# 3 were left in force (the two new preferences had no attribute a later one could replace),
+# and "Please give me more detail on that." took "keep your answers short" out.
+REPLY_KIND_CASES: tuple[tuple[str, str, str], ...] = (
+    ("pick", "You can give me several options again when you recommend things.", BACK),
+    ("pick", "Forget the single-pick thing, I like seeing a few options now.", BACK),
+    (
+        "pick",
+        "I've changed my mind about getting only one recommendation; list a few from now on.",
+        BACK,
+    ),
+    ("pick", "Feel free to give me a few options again.", BACK),
+    ("pick", "Your single pick for the hotel was spot on, thanks.", KEEP),
+    ("pick", "My sister prefers lots of options, but I don't.", KEEP),
+    ("pick", "Give me three options for a gift for my dad.", KEEP),
+    ("pick", "Just give me a few options for dinner tonight.", KEEP),
+    ("pick", "What are some options for getting to the airport?", KEEP),
+    ("pick", "I need several options for the team offsite, can you list some?", KEEP),
+    ("pick", "My boss wants three options on her desk by Friday.", KEEP),
+    (
+        "unsure",
+        "You don't need to flag when you're unsure anymore, just give me your best guess.",
+        BACK,
+    ),
+    ("unsure", "Just give me your best guess from now on, even when you're unsure.", BACK),
+    ("unsure", "Thanks for saying you weren't sure about the ferry times yesterday.", KEEP),
+    ("unsure", "Take your best guess at the train times.", KEEP),
+    ("unsure", "If you don't know the answer to my last question, that's fine.", KEEP),
+    ("unsure", "I don't know what I want for dinner, help me choose.", KEEP),
+    ("short", "Please give me more detail on that.", KEEP),
+    ("short", "Could you elaborate on that a bit?", KEEP),
+    ("short", "I need more depth on this, it's for my thesis defence.", KEEP),
+    ("short", "Expand on that last point, please.", KEEP),
+    ("short", "Tell me more about that, please.", KEEP),
+    ("short", "Actually, give me more detail from now on, short answers leave me guessing.", BACK),
+    ("short", "I'd like longer, more detailed answers from now on.", BACK),
+)
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
 KNOWN_IN_FORCE: list[int] = []
@@ -331,6 +384,15 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
 def test_take_backs_in_the_language_of_the_preference(name: str, tmp_path: Path) -> None:
     run = _replay(name, tmp_path, FOREIGN_CASES)
     assert run.withdrawn_preferences == 6
+    assert run.withdrawn_in_force == 0, run.misses
+    assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
+    assert run.unsafe_promotions == 0
+
+
+@pytest.mark.parametrize("name", ["offline-reference", "local"])
+def test_take_backs_of_preferences_on_a_kind_of_reply(name: str, tmp_path: Path) -> None:
+    run = _replay(name, tmp_path, REPLY_KIND_CASES)
+    assert run.withdrawn_preferences == 8
     assert run.withdrawn_in_force == 0, run.misses
     assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
     assert run.unsafe_promotions == 0
