@@ -36,6 +36,8 @@ from ._lexicon import (
     FOREIGN_SOMEONES_DEVICE,
     FOREIGN_WHEN_YOU_ANSWER,
     FOREIGN_WITHDRAWAL,
+    HINDI_SOMEONE_ELSE,
+    WORD_CHAR,
 )
 from ._records import (
     Principal,
@@ -66,7 +68,7 @@ class ClaimMatch(BaseModel):
 
 # -- deterministic text rules -----------------------------------------------------------
 
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_WORD = re.compile(rf"{WORD_CHAR}+(?:'{WORD_CHAR}+)?")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？।])\s*|\n+|[\u0085\u2028\u2029]+")
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "without", "cannot"})
 _HYPOTHETICAL = frozenset(
@@ -631,7 +633,7 @@ def standing_request(sentence: str) -> bool:
 # a result ("..., so I can check them", "... because they get read out").
 _CLAUSE_BREAK = frozenset({",", ";", ":", "so", "because", "since", "as", "cause", "cos"})
 _ADDRESSEE = frozenset({"you", "your", "yours", "yourself"})
-_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[,;:]")
+_TOKEN = re.compile(rf"{WORD_CHAR}+(?:'{WORD_CHAR}+)?|[,;:]")
 # What opens a clause of its own (a subject): "..., they look unprofessional when I forward
 # them", "..., I still cook the old way".
 _SUBJECT = frozenset(
@@ -744,7 +746,8 @@ _SELF_DESCRIBED = re.compile(
 _IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
 
 
-_CJK_SOMEONE_ELSE = re.compile(CJK_SOMEONE_ELSE)
+# (both matched without word boundaries: see the two patterns)
+_SOMEONE_ELSE_UNBOUNDED = re.compile(f"{CJK_SOMEONE_ELSE}|{HINDI_SOMEONE_ELSE}")
 _TURKISH_EVERY = re.compile(r"\bher (?=zaman|seferinde|defasında|gün)")
 
 
@@ -786,7 +789,7 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
         or _TO_NAMED.search(sentence)
         or _OTHERS_NAMED_DO.search(sentence)
         or _OTHER_ASSISTANT.search(text)
-        or _CJK_SOMEONE_ELSE.search(sentence)
+        or _SOMEONE_ELSE_UNBOUNDED.search(sentence)
     ):
         return "third_party"
     unidiomatic_text = IF_IDIOM.sub(" ", text)

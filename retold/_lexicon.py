@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
     "ACCESSIBILITY",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
     "CJK_SOMEONE_ELSE",
     "CJK_TRIGGERS",
+    "COMBINING_MARKS",
     "CONCESSIONS",
     "FOREIGN_ACCORDING_TO",
     "FOREIGN_ALL_MY",
@@ -27,6 +30,7 @@ __all__ = [
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
     "FOREIGN_WITHDRAWAL",
+    "HINDI_SOMEONE_ELSE",
     "LANGUAGE",
     "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
@@ -35,7 +39,30 @@ __all__ = [
     "NON_LATIN_LANGUAGES",
     "STYLE_IN_ENGLISH",
     "TURKISH_REPLY_VERB",
+    "WORD_CHAR",
 ]
+
+
+def _mark_ranges() -> str:
+    """The combining marks of the Basic Multilingual Plane (categories Mn, Mc, Me) as the
+    body of a regex character class (``\\u0300-\\u036f...``)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" if a != b else f"\\u{a:04x}" for a, b in ranges)
+
+
+#: Combining marks, which Python's ``\w`` leaves out: the vowel signs inside Devanagari
+#: words ("हिंदी", "बार"), Arabic and Hebrew vowel points, decomposed Latin accents.
+COMBINING_MARKS = _mark_ranges()
+#: A character of a word, marks included: a word pattern built on ``[^\W_]`` alone would
+#: split "इस बार" into "इस", "ब", "र".
+WORD_CHAR = rf"(?:[^\W_]|[{COMBINING_MARKS}])"
+
 
 #: Access needs named in Spanish, Portuguese, French, German, Italian, Dutch and Polish.
 FOREIGN_NEEDS = (
@@ -424,7 +451,7 @@ CJK_INSTRUCTION = "请|請|ください|下さい|总是|總是|一直|いつも
 FOREIGN_TRIGGERS = (
     "لما|عندما|إذا|اذا|لو(?! سمحت)|اليوم|بكرا|غدا|"
     "когда|если|сегодня|завтра|коли|якщо|сьогодні|завтра|"
-    "जब|अगर|आज|कल|"
+    "जब|अगर|आज|कल|इस बार|अभी के लिए|फिलहाल|फ़िलहाल|"
     # "this time", "only now" in Russian, Ukrainian and Arabic
     "только сейчас|сейчас|в этот раз|на этот раз|цього разу|зараз|هذه المرة|الآن فقط"
 )
@@ -446,6 +473,14 @@ CJK_SOMEONE_ELSE = (
     "(?:と言って|と言い|ほしいと|欲しいと|が好き|を好む)|"
     "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
     "(?:는|은|가|이)[^.!?]{0,24}?(?:원해|원합니다|좋아해|좋아합니다|말했|말해요|바라)"
+)
+
+#: Someone else's wish in Hindi (Devanagari), matched without word boundaries (Python's
+#: ``\w`` does not cover the vowel signs inside Devanagari words): a subject other than "I"
+#: or "we" who wants, says or thinks ("मेरी माँ चाहती है कि ...", "पापा कहते हैं कि ..."), or
+#: someone's "said" ("मेरे भाई ने कहा कि ..."; not "मैंने कहा", "I said", one word).
+HINDI_SOMEONE_ELSE = (
+    "(?<!मैं )(?<!हम )(?:चाहत|कहत|सोचत)[ाीे] (?:है|हैं|था|थी|थे)|(?<!\\S)ने (?:कहा|बोला|लिखा)"
 )
 
 #: "Even when/if" in the same languages: a concession, so the rule holds in that case too

@@ -238,6 +238,14 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("以后请一直用中文回答我。", "response_language"),
         ("これからはいつも日本語で答えてください。", "response_language"),
         ("앞으로는 항상 한국어로 대답해 주세요.", "response_language"),
+        ("मैं चाहता हूँ कि तुम हमेशा हिंदी में जवाब दो।", "response_language"),
+        ("मेरी माँ हिंदी बोलती है, लेकिन मुझे हमेशा अंग्रेज़ी में जवाब दो।", "response_language"),
+        # a condition on a kind of reply, and how a choice is given
+        ("Whenever you give me choices, keep it to three at most.", "answer_style"),
+        ("When I ask you to choose between things, just pick one and tell me why.", "answer_style"),
+        ("If you're comparing options for me, finish with a clear verdict.", "answer_style"),
+        ("When you're not sure about something, say so instead of guessing.", "answer_style"),
+        ("Always give me the bottom line first, then the details.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -373,6 +381,19 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "今回だけ英語で答えてください。",
         "우리 엄마는 항상 한국어로 대답해 주길 원해요.",
         "이번만 영어로 대답해 주세요.",
+        # Hindi in Devanagari: someone else's wish or words, this time, for now
+        "मेरी माँ चाहती है कि तुम हमेशा हिंदी में जवाब दो।",
+        "मेरे पापा चाहते हैं कि तुम हमेशा अंग्रेज़ी में जवाब दो।",
+        "मेरे भाई ने कहा कि हमेशा अंग्रेज़ी में जवाब दो।",
+        "सिर्फ इस बार अंग्रेज़ी में जवाब दो।",
+        "इस बार हिंदी में जवाब दो।",
+        "अभी के लिए अंग्रेज़ी में जवाब दो।",
+        # a choice or more of the thing at hand, for once; someone else's; a consequence
+        "Give me your single best pick for dinner tonight.",
+        "If you compare the two contracts I sent, finish with a verdict.",
+        "My boss always wants one option, not a menu.",
+        "More examples on this, please.",
+        "When you're not sure about the train times, check the website for me.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

@@ -5134,8 +5134,8 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (CONDITIONAL, None, "", "At work keep it formal, but always use bullet points."),
     (CONDITIONAL, None, "", "When I'm tired keep it short, but always answer in French."),
     # Session 20: look-alikes in Russian, Ukrainian, Arabic, Hindi, Chinese, Japanese and
-    # Korean; nine were promoted when written. The two Hindi ones still are: the rules'
-    # word pattern splits Devanagari at its vowel signs, so no Hindi cue is read there.
+    # Korean; nine were promoted when written. The two Hindi ones were until session 21:
+    # the rules' word pattern split Devanagari at its vowel signs.
     (CONDITIONAL, None, "", "Моя мама хочет, чтобы ты всегда отвечал по-русски."),
     (CONDITIONAL, None, "", "Только сейчас ответь по-английски, это для начальника."),
     (CONDITIONAL, None, "", "Когда мы говорим о налогах, отвечай по-английски."),
@@ -5359,6 +5359,26 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "detail",
         "Please go into more detail in your answers from now on, I can take it.",
     ),
+    # Session 21: Hindi in Devanagari, genuine and look-alikes (three promoted when written:
+    # someone else's wish and 'this time'; the rules' words now keep Devanagari's vowel signs).
+    (PROMOTE, "response_language", "हिंदी", "अब से हमेशा हिंदी में जवाब दो।"),
+    (PROMOTE, "response_language", "अंग्रेज़ी", "कृपया हमेशा अंग्रेज़ी में जवाब दें।"),
+    (CONDITIONAL, None, "", "मेरे पापा चाहते हैं कि तुम हमेशा अंग्रेज़ी में जवाब दो।"),
+    (CONDITIONAL, None, "", "मेरी बहन कहती है कि तुम्हें हमेशा हिंदी में लिखना चाहिए।"),
+    (CONDITIONAL, None, "", "इस बार हिंदी में जवाब दो।"),
+    (CONDITIONAL, None, "", "आज सिर्फ अंग्रेज़ी में जवाब दो।"),
+    (CONDITIONAL, None, "", "मेरे दोस्त हमेशा हिंदी में जवाब देते हैं।"),
+    (CONDITIONAL, None, "", "अगर मैं दिल्ली में हूँ तो हिंदी में जवाब दो।"),
+    (CONDITIONAL, None, "", "मेरे बॉस को हमेशा अंग्रेज़ी में जवाब पसंद हैं।"),
+    (CONDITIONAL, None, "", "मेरी पत्नी चाहती है कि तुम उससे हमेशा हिंदी में बात करो।"),
+    # Session 21: more Hindi look-alikes ('ने कहा', 'for now'; both promoted when written)
+    # and genuine ones.
+    (CONDITIONAL, None, "", "पापा कहते हैं कि तुम्हें हमेशा छोटे जवाब देने चाहिए।"),
+    (CONDITIONAL, None, "", "मेरे भाई ने कहा कि हमेशा अंग्रेज़ी में जवाब दो।"),
+    (CONDITIONAL, None, "", "अभी के लिए अंग्रेज़ी में जवाब दो।"),
+    (PROMOTE, "response_language", "हिंदी", "मैं चाहता हूँ कि तुम हमेशा हिंदी में जवाब दो।"),
+    (PROMOTE, "response_language", "अंग्रेज़ी", "मेरी माँ हिंदी बोलती है, लेकिन मुझे हमेशा अंग्रेज़ी में जवाब दो।"),
+    (PROMOTE, "response_language", "अंग्रेज़ी", "कृपया अब से हमेशा अंग्रेज़ी में लिखें।"),
 )
 
 
