@@ -37,6 +37,7 @@ from ._lexicon import (
     FOREIGN_WHEN_YOU_ANSWER,
     FOREIGN_WITHDRAWAL,
     HINDI_SOMEONE_ELSE,
+    HINDI_WITHDRAWAL,
     WORD_CHAR,
 )
 from ._records import (
@@ -69,7 +70,7 @@ class ClaimMatch(BaseModel):
 # -- deterministic text rules -----------------------------------------------------------
 
 _WORD = re.compile(rf"{WORD_CHAR}+(?:'{WORD_CHAR}+)?")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？।])\s*|\n+|[\u0085\u2028\u2029]+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;؟])\s+|(?<=[。！？।])\s*|\n+|[\u0085\u2028\u2029]+")
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "without", "cannot"})
 _HYPOTHETICAL = frozenset(
     {
@@ -617,10 +618,10 @@ _TAG_QUESTION = re.compile(
 
 
 def asks(sentence: str) -> bool:
-    """Whether ``sentence`` is a question: it ends with "?", and not only after a tag
-    ("..., ok?")."""
+    """Whether ``sentence`` is a question: it ends with "?" (or the Arabic "؟", the
+    full-width "？"), and not only after a tag ("..., ok?")."""
     text = sentence.rstrip()
-    return text.endswith("?") and not _TAG_QUESTION.search(text)
+    return text.endswith(("?", "؟", "？")) and not _TAG_QUESTION.search(text)
 
 
 def standing_request(sentence: str) -> bool:
@@ -1176,7 +1177,7 @@ WITHDRAWAL = re.compile(
     r"(?:scratch|scrap) (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to how|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b"
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}"
 )
 # Cues that take something back, or tell the assistant to stop something new ("drop the
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they

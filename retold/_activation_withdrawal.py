@@ -66,6 +66,11 @@ _GENERIC_TOPIC = frozenset(
     preciso quiero quero veux will voglio wil chcę vil vill
     des à au aux mit não nao préfère préfere prefiero prefiro
     servono sirve sirven
+    больше не нужно надо отвечать отвечай ответь ответ ответы ответов мне меня про о об это
+    что я ты уже по пожалуйста забудь забудьте більше треба потрібно відповідати відповідай
+    мені вже
+    لم أعد اعد يعد بحاجة إلى الى الرد رد انس انسى انسَ موضوع عن لا داعي
+    अब में जवाब देने की ज़रूरत जरूरत नहीं है वाली बात भूल जाओ से हमेशा दो मुझे को
     """.split()
 )
 #: A language's name or a common style word as the other languages write it, as the stem of

@@ -50,6 +50,7 @@ from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
     CJK_INSTRUCTION,
+    CJK_LANGUAGES,
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
     FOREIGN_NEEDS,
@@ -57,10 +58,12 @@ from ._lexicon import (
     FOREIGN_SOMEONE_OF_MINE,
     FOREIGN_STANDING,
     FOREIGN_WITHDRAWAL,
+    HINDI_WITHDRAWAL,
     LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_PREPOSITION,
     LENGTH_LIMIT,
+    NON_LATIN_LANGUAGES,
     TURKISH_REPLY_VERB,
 )
 from ._records import (
@@ -397,7 +400,7 @@ def _attribute_holder(w: Writer, scope: Principal, draft: RecordDraft) -> str | 
 
 # Latin sentence ends before a space; the CJK full stop, marks and the Devanagari danda
 # need none.
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[。！？।]+|\n+")
+_SENTENCE_END = re.compile(r"[.!?؟]+(?=\s|$)|[。！？।]+|\n+")
 _ABBREVIATIONS = frozenset(
     {"dr", "mr", "mrs", "ms", "st", "prof", "jr", "sr", "vs", "etc", "e.g", "i.e", "approx", "no"}
 )
@@ -603,7 +606,10 @@ _LANGUAGE_REQUEST = re.compile(
     rf"\b(?:{LANGUAGE_NAMES})\s+(?:only|mein|me|{TURKISH_REPLY_VERB})\b|"
     # a change of language: "switch to Spanish", "go back to English"
     rf"\b(?:switch(?:ing)?|go(?:ing)?|chang(?:e|ing)|mov(?:e|ing))(?:\s+back)?\s+to\s+"
-    rf"(?:{LANGUAGE_NAMES})\b",
+    rf"(?:{LANGUAGE_NAMES})\b|"
+    # in Arabic, Russian, Ukrainian, Hindi, Chinese, Japanese and Korean: "по-русски",
+    # "हिंदी में", "用中文"
+    rf"(?<!\w)(?:{NON_LATIN_LANGUAGES})(?!\w)|{CJK_LANGUAGES}",
     re.I,
 )
 # An instruction to the assistant with no "I" in it ("please always keep sentences short",
@@ -630,7 +636,7 @@ _WITHDRAWAL = re.compile(
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
     rf"{STOP_DOING}|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b",
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -31,6 +31,7 @@ __all__ = [
     "FOREIGN_WHEN_YOU_ANSWER",
     "FOREIGN_WITHDRAWAL",
     "HINDI_SOMEONE_ELSE",
+    "HINDI_WITHDRAWAL",
     "LANGUAGE",
     "LANGUAGE_IN_ENGLISH",
     "LANGUAGE_NAMES",
@@ -193,6 +194,16 @@ _TURKISH_KIN = (
     "annem|babam|kardeşim|kardesim|ablam|abim|eşim|esim|karım|karim|kocam|patronum|müdürüm|"
     "arkadaşım|arkadasim|oğlum|oglum|kızım|kizim|çocuklarım|meslektaşım"
 )
+# Arabic kin with the possessive in the word ("أختي", my sister).
+_ARABIC_KIN = "أمي|امي|أبي|ابي|أختي|اختي|أخي|اخي|زوجتي|زوجي|ابني|ابنتي|بنتي|مديري|صديقي|صديقتي"
+# Russian, Ukrainian and Hindi kin and roles (Russian and Ukrainian by their stems).
+_OTHER_RELATIONS = (
+    "сестр\\w*|брат\\w*|мам(?:а|ы|е|у|ой)|мать|матер\\w*|пап(?:а|ы|е|у|ой)|отец|отц\\w*|жена|жены|муж|мужа|сын\\w*|"
+    "доч\\w*|начальни\\w*|подруг\\w*|друг|друз\\w*|коллег\\w*|дети|бабушк\\w*|дедушк\\w*|"
+    "тато|батьк\\w*|дружин\\w*|чоловік\\w*|донь\\w*|колег\\w*|діти|бабус\\w*|дідус\\w*|"
+    "माँ|मां|माता|पिता|पापा|भाई|बहन|पति|पत्नी|बेटा|बेटी|बेटे|दोस्त|बॉस|सहकर्मी|बच्चे|दादी|दादा|"
+    "नानी|नाना"
+)
 # Kin and social roles in Spanish, French, Portuguese, Italian, Dutch, German, Polish,
 # Danish, Swedish, Norwegian and Turkish.
 _FOREIGN_RELATIONS = (
@@ -211,15 +222,17 @@ _FOREIGN_RELATIONS = (
     # Danish, Swedish, Norwegian
     "s[øo]ster|syster|bror|mor|far|sjef|kone|fru|hustru|mand|k[æj]reste|flickv[äa]n|pojkv[äa]n|"
     "datter|dotter|s[øo]n|b[øo]rn|barn|venn|ven|v[äa]n|veninde|v[äa]ninna|kollega|kolleger|"
-    "chefen|mamma|pappa|" + _TURKISH_KIN
+    "chefen|mamma|pappa|" + _TURKISH_KIN + "|" + _ARABIC_KIN + "|" + _OTHER_RELATIONS
 )
 #: Someone of the speaker's as the subject of a sentence: "mi hermano", "mon frère", "meu
 #: irmão", "mio fratello", "mijn broer", "mein Bruder", "mój brat" (the relation is group 1).
 FOREIGN_SOMEONE_OF_MINE = (
     r"(?<!\w)(?:(?:mi|mis|mon|ma|mes|meu|meus|minha|minhas|mio|mia|miei|mie|mijn|mein|meine|"
-    r"m[óo]j|moja|moi|moje|min|mitt|mine|mina)\s+"
-    # (Turkish: the possessive is in the word)
-    rf"|(?=(?:{_TURKISH_KIN})(?!\w)))({_FOREIGN_RELATIONS})(?!\w)"
+    r"m[óo]j|moja|moi|moje|min|mitt|mine|mina|"
+    # Russian, Ukrainian, Hindi
+    r"моя|мой|мои|моё|мое|моего|моей|мій|мої|моє|мого|моєї|मेरी|मेरे|मेरा|हमारी|हमारे|हमारा)\s+"
+    # (Turkish and Arabic: the possessive is in the word)
+    rf"|(?=(?:{_TURKISH_KIN}|{_ARABIC_KIN})(?!\w)))({_FOREIGN_RELATIONS})(?!\w)"
 )
 #: Replies for someone else in those languages: "für sie", "para ella", "pour lui".
 FOREIGN_FOR_THEM = (
@@ -315,7 +328,9 @@ LANGUAGE_IN_ENGLISH: dict[str, str] = _in_english(
         "spanish": "español espanol castellano espanhol espagnol spanisch spagnolo spaans "
         "hiszpańsku spansk spanska ispanyolca i̇spanyolca",
         "english": "inglés ingles inglês anglais englisch inglese engels angielsku engelsk "
-        "engelska ingilizce i̇ngilizce",
+        "engelska ingilizce i̇ngilizce английски английский английском английским "
+        "англійською англійська англійську "
+        "الإنجليزية بالإنجليزي بالانجليزي بالإنجليزية بالانجليزية अंग्रेज़ी अंग्रेजी इंग्लिश",
         "french": "francés frances francês français francais französisch franzosisch francese "
         "frans francusku fransk franska fransızca fransizca",
         "german": "alemán aleman alemão allemand deutsch tedesco duits niemiecku tysk tyska "
@@ -330,6 +345,13 @@ LANGUAGE_IN_ENGLISH: dict[str, str] = _in_english(
         "swedish": "svensk svenska i̇sveççe isveççe",
         "norwegian": "norsk",
         "turkish": "türkçe turkce",
+        # in Russian, Ukrainian, Arabic and Hindi ("по-русски" is read as "по" "русски")
+        "russian": "русский русски русском русского русскому русским російською російська "
+        "російську",
+        "ukrainian": "українською українська української українську украинский украински "
+        "украинском",
+        "arabic": "العربية العربي بالعربي بالعربية عربي",
+        "hindi": "हिंदी हिन्दी",
     }
 )
 
@@ -564,8 +586,14 @@ FOREIGN_WITHDRAWAL = (
     r"ya no|olvida\w*|déjalo|dejalo|oublie\w*|laisse tomber|plus besoin|esquece\w*|"
     r"não precisa mais|nao precisa mais|vergiss\w*|nicht mehr|"
     r"non (?:[^\W\d_]+ )?più|già non|já não|ja nao|niet meer|nie (?:[^\W\d_]+ )?już|już nie|"
-    r"ikke (?:længere|lenger)|inte längre|artık"
+    r"ikke (?:længere|lenger)|inte längre|artık|"
+    # Russian, Ukrainian and Arabic: "no longer", "forget", "no need"
+    r"больше не|уже не нужно|забудь\w*|більше не|вже не треба|"
+    r"لم أعد|لم اعد|لم يعد|لا داعي|انس(?:ى|َ)?"
 )
+#: The same in Hindi, matched without word boundaries (see ``HINDI_SOMEONE_ELSE``): "forget"
+#: ("भूल जाओ"), "no need" ("ज़रूरत नहीं").
+HINDI_WITHDRAWAL = r"(?<!\S)(?:भूल जा\S*|(?:ज़रूरत|जरूरत) नहीं)"
 #: "According to" in those languages ("laut meiner Lehrerin", "según mi profesor"), not "in my
 #: opinion" ("selon moi", "secondo me", "volgens mij").
 FOREIGN_ACCORDING_TO = (

@@ -75,6 +75,11 @@ PREFERENCES = {
     "de_lang": ("response_language", "deutsch", "Bitte antworte mir ab jetzt immer auf Deutsch."),
     "fr_bullets": ("answer_style", "puces", "Utilise toujours des listes à puces, s'il te plaît."),
     "it_short": ("answer_style", "brevi", "Rispondimi sempre con risposte brevi, per favore."),
+    # said in Russian, Ukrainian, Arabic and Hindi (NON_LATIN_CASES)
+    "ru_lang": ("response_language", "по-русски", "Отныне всегда отвечай мне по-русски."),
+    "uk_lang": ("response_language", "українською", "Відтепер завжди відповідай українською."),
+    "ar_lang": ("response_language", "بالعربي", "من فضلك جاوبني دائما بالعربي."),
+    "hi_lang": ("response_language", "हिंदी", "अब से हमेशा हिंदी में जवाब दो।"),
     # on a kind of reply (REPLY_KIND_CASES)
     "pick": (
         "answer_style",
@@ -100,6 +105,10 @@ CONTROL = {
     "de_lang": "short",
     "fr_bullets": "metric",
     "it_short": "metric",
+    "ru_lang": "short",
+    "uk_lang": "short",
+    "ar_lang": "short",
+    "hi_lang": "short",
     "pick": "metric",
     "unsure": "metric",
 }
@@ -274,6 +283,40 @@ REPLY_KIND_CASES: tuple[tuple[str, str, str], ...] = (
     ("short", "Actually, give me more detail from now on, short answers leave me guessing.", BACK),
     ("short", "I'd like longer, more detailed answers from now on.", BACK),
 )
+# Session 21: language preferences said in Russian, Ukrainian, Arabic and Hindi, taken back
+# in that language or in English, or replaced by another language asked for in it; and
+# sentences with a take-back cue about something else or someone else, or for once.
+# Written fresh; as written all 11 take-backs of the first run were left in force (the
+# cues and the languages' names were unknown, the word pattern split Devanagari, and a
+# language asked for in these scripts had no attribute a later request could replace).
+# Left out, as in English ("I no longer live in Spain, but reply to me in Spanish"): a cue
+# about something else beside a restated request with no standing marker takes it back.
+NON_LATIN_CASES: tuple[tuple[str, str, str], ...] = (
+    ("ru_lang", "Больше не нужно отвечать по-русски.", BACK),
+    ("ru_lang", "Забудь про русский.", BACK),
+    ("ru_lang", "Отныне отвечай по-английски.", BACK),
+    ("ru_lang", "Forget what I said about Russian.", BACK),
+    ("ru_lang", "Можешь больше не отвечать по-русски.", BACK),
+    ("uk_lang", "Більше не треба відповідати українською.", BACK),
+    ("uk_lang", "Забудь про українську.", BACK),
+    ("ar_lang", "لم أعد بحاجة إلى الرد بالعربية.", BACK),
+    ("ar_lang", "انسَ موضوع العربي.", BACK),
+    ("hi_lang", "अब हिंदी में जवाब देने की ज़रूरत नहीं है।", BACK),
+    ("hi_lang", "हिंदी वाली बात भूल जाओ।", BACK),
+    ("hi_lang", "अब से हमेशा अंग्रेज़ी में जवाब दो।", BACK),
+    ("hi_lang", "Forget what I said about Hindi.", BACK),
+    ("ru_lang", "Моя сестра больше не хочет ответов по-русски.", KEEP),
+    ("ru_lang", "Забудь про встречу в понедельник.", KEEP),
+    ("ru_lang", "Только сейчас ответь по-английски.", KEEP),
+    ("ru_lang", "Мой брат забыл русский.", KEEP),
+    ("uk_lang", "Забудь про зустріч у понеділок.", KEEP),
+    ("ar_lang", "انسَ موضوع الاجتماع.", KEEP),
+    ("ar_lang", "أختي لم تعد تحتاج الرد بالعربية.", KEEP),
+    ("hi_lang", "मेरी बहन को अब हिंदी में जवाब नहीं चाहिए।", KEEP),
+    ("hi_lang", "कल की मीटिंग वाली बात भूल जाओ।", KEEP),
+    ("hi_lang", "इस बार अंग्रेज़ी में जवाब दो।", KEEP),
+    ("hi_lang", "मेरे भाई को अब हिंदी में जवाब की ज़रूरत नहीं है।", KEEP),
+)
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
 KNOWN_IN_FORCE: list[int] = []
@@ -393,6 +436,15 @@ def test_take_backs_in_the_language_of_the_preference(name: str, tmp_path: Path)
 def test_take_backs_of_preferences_on_a_kind_of_reply(name: str, tmp_path: Path) -> None:
     run = _replay(name, tmp_path, REPLY_KIND_CASES)
     assert run.withdrawn_preferences == 8
+    assert run.withdrawn_in_force == 0, run.misses
+    assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
+    assert run.unsafe_promotions == 0
+
+
+@pytest.mark.parametrize("name", ["offline-reference", "local"])
+def test_take_backs_of_preferences_said_in_non_latin_scripts(name: str, tmp_path: Path) -> None:
+    run = _replay(name, tmp_path, NON_LATIN_CASES)
+    assert run.withdrawn_preferences == 13
     assert run.withdrawn_in_force == 0, run.misses
     assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
     assert run.unsafe_promotions == 0
