@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from ._lexicon import (
     ACCESSIBILITY,
     CJK_SOMEONE_ELSE,
+    CJK_WITHDRAWAL,
     CONCESSIONS,
     FOREIGN_ACCORDING_TO,
     FOREIGN_ALWAYS,
@@ -1177,7 +1178,7 @@ WITHDRAWAL = re.compile(
     r"(?:scratch|scrap) (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
     r"changed my mind|change of plan|go back to how|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}"
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}|{CJK_WITHDRAWAL}"
 )
 # Cues that take something back, or tell the assistant to stop something new ("drop the
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they

@@ -18,7 +18,7 @@ from ._activation_rules import (
     _words,
 )
 from ._activation_schema import _DIRECT_EPISTEMIC
-from ._lexicon import LANGUAGE_IN_ENGLISH, STYLE_IN_ENGLISH
+from ._lexicon import CJK_LANGUAGE_IN_ENGLISH, CJK_SOMEONE, LANGUAGE_IN_ENGLISH, STYLE_IN_ENGLISH
 from ._records import (
     SEMANTIC_KINDS,
     Principal,
@@ -97,9 +97,17 @@ class _Claim:
 _ELISION = re.compile(r"\b(?:l|d|n|qu|j|m|t|s|c)'(?=[^\W\d_])", re.I)
 
 
+# Chinese, Japanese and Korean run their words together: a run of them is no topic word,
+# but a language it names is ("不用再用中文回答了" is about Chinese).
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK_LANGUAGE = re.compile("|".join(CJK_LANGUAGE_IN_ENGLISH))
+_CJK_PEOPLE = re.compile(CJK_SOMEONE)
+
+
 def _topic(text: str) -> set[str]:
-    words = _content_stems(_ELISION.sub("", text))
-    return {_IN_ENGLISH.get(w, w) for w in words} - _GENERIC_TOPIC
+    words = {w for w in _content_stems(_ELISION.sub("", text)) if not _CJK.search(w)}
+    named = {_stem(CJK_LANGUAGE_IN_ENGLISH[m.group(0)]) for m in _CJK_LANGUAGE.finditer(text)}
+    return ({_IN_ENGLISH.get(w, w) for w in words} | named) - _GENERIC_TOPIC
 
 
 def _withdraws(newer: _Claim, older: _Claim) -> bool:
@@ -142,7 +150,7 @@ def _takes_back(sentence: str, old_topic: set[str]) -> bool:
     # a clause that names nothing ("please undo it") takes back what the sentence names
     holding = [(c, t) for c, t in clauses if t and _is_withdrawal(c)]
     for clause, topic in holding or [(sentence, _topic(sentence))]:
-        if _names_people(_words(clause)):
+        if _names_people(_words(clause)) or _CJK_PEOPLE.search(clause):
             continue  # "my brother doesn't need emojis anymore": his, not the principal's
         shared = topic & old_topic
         if shared and 2 * len(shared) > len(topic):

@@ -51,6 +51,8 @@ from ._lexicon import (
     ACCESSIBILITY,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
+    CJK_SOMEONE,
+    CJK_WITHDRAWAL,
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
     FOREIGN_NEEDS,
@@ -636,7 +638,7 @@ _WITHDRAWAL = re.compile(
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
     rf"{STOP_DOING}|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}",
+    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}|{CJK_WITHDRAWAL}",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -757,6 +759,9 @@ _OTHER_SUBJECT = re.compile(
 )
 # The same in the other languages the rules read: "mi hermano ...", "mój brat ...".
 _FOREIGN_SUBJECT = re.compile(FOREIGN_SOMEONE_OF_MINE, re.I)
+# ... and in Chinese, Japanese and Korean ("我妈妈", "母は", "엄마는"), without its particle.
+_CJK_SUBJECT = re.compile(CJK_SOMEONE)
+_CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
 
 
@@ -766,7 +771,10 @@ def _subject(clause: str) -> str | None:
     m = _OTHER_SUBJECT.search(clause)
     if m is None:
         foreign = _FOREIGN_SUBJECT.search(clause)
-        return foreign.group(1).casefold() if foreign else None
+        if foreign is not None:
+            return foreign.group(1).casefold()
+        cjk = _CJK_SUBJECT.search(clause)
+        return _CJK_PARTICLE.sub("", cjk.group(0)) if cjk else None
     if m.group(2) is None and _SELF_SUBJECT.search(clause[: m.start()]):
         return None  # "I told my boss ..." is still about the principal
     return (m.group(1) or m.group(2)).lower()

@@ -8,8 +8,11 @@ __all__ = [
     "ACCESSIBILITY",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
+    "CJK_LANGUAGE_IN_ENGLISH",
+    "CJK_SOMEONE",
     "CJK_SOMEONE_ELSE",
     "CJK_TRIGGERS",
+    "CJK_WITHDRAWAL",
     "COMBINING_MARKS",
     "CONCESSIONS",
     "FOREIGN_ACCORDING_TO",
@@ -485,6 +488,15 @@ CJK_TRIGGERS = (
     "这次|這次|今回|今度|이번"
 )
 
+#: Someone of the speaker's in Chinese, Japanese and Korean, as the subject (Japanese and
+#: Korean with their topic or subject particle): "我妈妈", "母は", "엄마는".
+CJK_SOMEONE = (
+    "(?:妈妈|媽媽|爸爸|老板|老闆|哥哥|姐姐|弟弟|妹妹|朋友|老师|老師|儿子|兒子|女儿|女兒|妻子|"
+    "丈夫|同事|孩子)|"
+    "(?:母|父|上司|兄|姉|弟|妹|友達|先生|息子|娘|妻|夫|同僚)(?:は|が)|"
+    "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
+    "(?:는|은|가|이)"
+)
 #: Someone else's wish in Chinese, Japanese and Korean, which have no spaces to find a
 #: reporting subject by: a relation, then what they want, hope or say ("我妈妈希望你...",
 #: "母は...と言っています", "우리 엄마는 ... 원해요").
@@ -495,6 +507,22 @@ CJK_SOMEONE_ELSE = (
     "(?:と言って|と言い|ほしいと|欲しいと|が好き|を好む)|"
     "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
     "(?:는|은|가|이)[^.!?]{0,24}?(?:원해|원합니다|좋아해|좋아합니다|말했|말해요|바라)"
+)
+#: Taking back in Chinese, Japanese and Korean, without word boundaries: "no need any more"
+#: ("不用再", "もう...なくていい", "더 이상", "않아도 돼"), "forget" ("忘了", "忘れて", "잊어").
+CJK_WITHDRAWAL = (
+    "不用再|不必再|不需要再|不再|别再|別再|忘了|忘掉|算了|"
+    "もう[^。！？!?]{0,12}?(?:なくていい|なくても(?:いい|大丈夫)|いらない)|忘れて|"
+    "더 이상|않아도 (?:돼|됩니다|괜찮)|안 해도 (?:돼|됩니다)|잊어"
+)
+#: The English name of each language ``CJK_LANGUAGES`` names (a take-back's topic).
+CJK_LANGUAGE_IN_ENGLISH: dict[str, str] = _in_english(
+    {
+        "chinese": "中文 汉语 漢語 普通话 중국어",
+        "english": "英文 英语 英語 영어",
+        "japanese": "日本語 日本语 日语 일본어",
+        "korean": "한국어",
+    }
 )
 
 #: Someone else's wish in Hindi (Devanagari), matched without word boundaries (Python's

@@ -80,6 +80,9 @@ PREFERENCES = {
     "uk_lang": ("response_language", "українською", "Відтепер завжди відповідай українською."),
     "ar_lang": ("response_language", "بالعربي", "من فضلك جاوبني دائما بالعربي."),
     "hi_lang": ("response_language", "हिंदी", "अब से हमेशा हिंदी में जवाब दो।"),
+    "zh_lang": ("response_language", "中文", "以后请一直用中文回答我。"),
+    "ja_lang": ("response_language", "日本語", "これからはいつも日本語で答えてください。"),
+    "ko_lang": ("response_language", "한국어", "앞으로는 항상 한국어로 대답해 주세요."),
     # on a kind of reply (REPLY_KIND_CASES)
     "pick": (
         "answer_style",
@@ -109,6 +112,9 @@ CONTROL = {
     "uk_lang": "short",
     "ar_lang": "short",
     "hi_lang": "short",
+    "zh_lang": "short",
+    "ja_lang": "short",
+    "ko_lang": "short",
     "pick": "metric",
     "unsure": "metric",
 }
@@ -283,12 +289,14 @@ REPLY_KIND_CASES: tuple[tuple[str, str, str], ...] = (
     ("short", "Actually, give me more detail from now on, short answers leave me guessing.", BACK),
     ("short", "I'd like longer, more detailed answers from now on.", BACK),
 )
-# Session 21: language preferences said in Russian, Ukrainian, Arabic and Hindi, taken back
+# Session 21: language preferences said in Russian, Ukrainian, Arabic, Hindi, Chinese,
+# Japanese and Korean, taken back
 # in that language or in English, or replaced by another language asked for in it; and
 # sentences with a take-back cue about something else or someone else, or for once.
 # Written fresh; as written all 11 take-backs of the first run were left in force (the
 # cues and the languages' names were unknown, the word pattern split Devanagari, and a
-# language asked for in these scripts had no attribute a later request could replace).
+# language asked for in these scripts had no attribute a later request could replace); of
+# the Chinese, Japanese and Korean ones, written after the attribute was in, 5 of 8.
 # Left out, as in English ("I no longer live in Spain, but reply to me in Spanish"): a cue
 # about something else beside a restated request with no standing marker takes it back.
 NON_LATIN_CASES: tuple[tuple[str, str, str], ...] = (
@@ -316,6 +324,24 @@ NON_LATIN_CASES: tuple[tuple[str, str, str], ...] = (
     ("hi_lang", "कल की मीटिंग वाली बात भूल जाओ।", KEEP),
     ("hi_lang", "इस बार अंग्रेज़ी में जवाब दो।", KEEP),
     ("hi_lang", "मेरे भाई को अब हिंदी में जवाब की ज़रूरत नहीं है।", KEEP),
+    ("zh_lang", "不用再用中文回答了。", BACK),
+    ("zh_lang", "忘了中文的事吧。", BACK),
+    ("zh_lang", "以后请用英文回答我。", BACK),
+    ("zh_lang", "Forget what I said about Chinese.", BACK),
+    ("zh_lang", "中文就算了，用英文吧。", BACK),
+    ("ja_lang", "もう日本語で答えなくていいです。", BACK),
+    ("ja_lang", "これからは英語で答えてください。", BACK),
+    ("ko_lang", "이제 한국어로 대답하지 않아도 돼요.", BACK),
+    ("ko_lang", "앞으로는 영어로 대답해 주세요.", BACK),
+    ("ko_lang", "한국어는 잊어 주세요.", BACK),
+    ("zh_lang", "我妈妈不用再学中文了。", KEEP),
+    ("zh_lang", "这次用英文回答。", KEEP),
+    ("zh_lang", "我老板不再需要中文报告了。", KEEP),
+    ("zh_lang", "忘了昨天的会议吧。", KEEP),
+    ("ja_lang", "会議のことは忘れてください。", KEEP),
+    ("ja_lang", "母はもう日本語で答えなくていいと言っています。", KEEP),
+    ("ko_lang", "회의는 잊어 주세요.", KEEP),
+    ("ko_lang", "친구는 더 이상 한국어를 배우지 않아요.", KEEP),
 )
 # Take-backs still in force, and preferences taken out by a sentence about something else
 # (see the module doc), by case number; the same for both bundles.
@@ -444,7 +470,7 @@ def test_take_backs_of_preferences_on_a_kind_of_reply(name: str, tmp_path: Path)
 @pytest.mark.parametrize("name", ["offline-reference", "local"])
 def test_take_backs_of_preferences_said_in_non_latin_scripts(name: str, tmp_path: Path) -> None:
     run = _replay(name, tmp_path, NON_LATIN_CASES)
-    assert run.withdrawn_preferences == 13
+    assert run.withdrawn_preferences == 23
     assert run.withdrawn_in_force == 0, run.misses
     assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
     assert run.unsafe_promotions == 0
