@@ -18,7 +18,13 @@ from ._activation_rules import (
     _words,
 )
 from ._activation_schema import _DIRECT_EPISTEMIC
-from ._lexicon import CJK_LANGUAGE_IN_ENGLISH, CJK_SOMEONE, LANGUAGE_IN_ENGLISH, STYLE_IN_ENGLISH
+from ._lexicon import (
+    CJK_CHAR,
+    CJK_LANGUAGE_IN_ENGLISH,
+    CJK_SOMEONE,
+    LANGUAGE_IN_ENGLISH,
+    STYLE_IN_ENGLISH,
+)
 from ._records import (
     SEMANTIC_KINDS,
     Principal,
@@ -99,7 +105,7 @@ _ELISION = re.compile(r"\b(?:l|d|n|qu|j|m|t|s|c)'(?=[^\W\d_])", re.I)
 
 # Chinese, Japanese and Korean run their words together: a run of them is no topic word,
 # but a language it names is ("不用再用中文回答了" is about Chinese).
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = re.compile(CJK_CHAR)
 _CJK_LANGUAGE = re.compile("|".join(CJK_LANGUAGE_IN_ENGLISH))
 _CJK_PEOPLE = re.compile(CJK_SOMEONE)
 

@@ -49,6 +49,7 @@ from ._activation_rules import (
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
+    CJK_CHAR,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
     CJK_SOMEONE,
@@ -502,7 +503,7 @@ _INTERJECTION = re.compile(
 
 
 # Chinese, Japanese and Korean write a whole sentence in a few characters.
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = re.compile(CJK_CHAR)
 
 
 def _too_short(sentence: str) -> bool:

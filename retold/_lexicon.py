@@ -6,6 +6,7 @@ import unicodedata
 
 __all__ = [
     "ACCESSIBILITY",
+    "CJK_CHAR",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
     "CJK_LANGUAGE_IN_ENGLISH",
@@ -488,6 +489,8 @@ CJK_TRIGGERS = (
     "这次|這次|今回|今度|이번"
 )
 
+#: A character of Chinese, Japanese (kana) or Korean, scripts that run their words together.
+CJK_CHAR = "[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
 #: Someone of the speaker's in Chinese, Japanese and Korean, as the subject (Japanese and
 #: Korean with their topic or subject particle): "我妈妈", "母は", "엄마는".
 CJK_SOMEONE = (

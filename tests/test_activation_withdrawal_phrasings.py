@@ -450,27 +450,16 @@ def test_take_backs_leave_force_and_other_sentences_leave_it_alone(
 
 
 @pytest.mark.parametrize("name", ["offline-reference", "local"])
-def test_take_backs_in_the_language_of_the_preference(name: str, tmp_path: Path) -> None:
-    run = _replay(name, tmp_path, FOREIGN_CASES)
-    assert run.withdrawn_preferences == 6
-    assert run.withdrawn_in_force == 0, run.misses
-    assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
-    assert run.unsafe_promotions == 0
-
-
-@pytest.mark.parametrize("name", ["offline-reference", "local"])
-def test_take_backs_of_preferences_on_a_kind_of_reply(name: str, tmp_path: Path) -> None:
-    run = _replay(name, tmp_path, REPLY_KIND_CASES)
-    assert run.withdrawn_preferences == 8
-    assert run.withdrawn_in_force == 0, run.misses
-    assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
-    assert run.unsafe_promotions == 0
-
-
-@pytest.mark.parametrize("name", ["offline-reference", "local"])
-def test_take_backs_of_preferences_said_in_non_latin_scripts(name: str, tmp_path: Path) -> None:
-    run = _replay(name, tmp_path, NON_LATIN_CASES)
-    assert run.withdrawn_preferences == 23
+@pytest.mark.parametrize(
+    "cases",
+    [FOREIGN_CASES, REPLY_KIND_CASES, NON_LATIN_CASES],
+    ids=["language-of-the-preference", "kind-of-reply", "non-latin-scripts"],
+)
+def test_every_take_back_leaves_force_and_every_keep_holds(
+    name: str, cases: tuple[tuple[str, str, str], ...], tmp_path: Path
+) -> None:
+    run = _replay(name, tmp_path, cases)
+    assert run.withdrawn_preferences == sum(1 for _, _, expect in cases if expect == BACK)
     assert run.withdrawn_in_force == 0, run.misses
     assert not run.misses.get("ambient_missed"), run.misses  # every keep and control holds
     assert run.unsafe_promotions == 0
