@@ -165,7 +165,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:link|cite|name|give|include|add|list|mention|tell me|show)(?:s|ing)? "
         r"(?:the |your |a |any )?sources?|"
         # where a stated fact comes from: "tell me where it comes from"
-        r"where (?:it|they|that|this|(?:the |your )?(?:facts?|information|info|claims?|"
+        r"where (?:it|they|that|this|(?:the |your |an? )?(?:facts?|information|info|claims?|"
         r"figures?|numbers?|data)) (?:comes?|came) from|"
         r"(?:one|single) (?:[^\W\d_]+ )?(?:action|step|thing|idea|question) (?:per|at a time)|"
         r"alarming|"
@@ -225,7 +225,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         # how a choice is given: "your single best pick", "one option, not a menu", "just pick
         # one", "end with a clear verdict", "the bottom line first", "why in a sentence"
         r"(?:single|top|best|final|one) (?:pick|choice|option|suggestion|recommendation)s?|"
-        r"pick one|verdicts?|"
+        r"pick one|verdicts?|(?:hyper)?links?|urls?|"
         # candour about what the assistant does not know: "say so instead of guessing"
         r"instead of guessing|rather than (?:guessing|making (?:something|things|stuff|it) up)|"
         r"(?:don't|do not|never) (?:guess|make (?:something|things|stuff|it) up)\b|"
@@ -242,8 +242,9 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"(?:the )?reasoning (?:first|after|afterwards|last)|"
         r"in bold|bold(?:ed|face)?|italics?|key (?:takeaway|point)s?|takeaways?|"
         # time and date formats, and lengths counted out
-        r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|day/month/year|"
-        r"month/day/year|year-month-day|dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
+        r"(?:12|24)[- ]hour (?:clock|time|format)|am/pm|date format|"
+        r"day[/ -]month[/ -]year|month[/ -]day[/ -]year|year[/ -]month[/ -]day|"
+        r"dd/mm(?:/yyyy)?|mm/dd(?:/yyyy)?|"
         r"(?:one|two|three|four|five|a few|few|\d+) (?:sentences|lines|paragraphs|bullet points)|"
         # a length limit in words: "under 100 words", "200 words max", "a word limit"
         r"(?:under|below|within|at most|no more than|max(?:imum)?|fewer than|less than|up to) "
@@ -665,6 +666,8 @@ _PREFERENCE_FORM = re.compile(
     # what form suits the principal: "short sentences help me", "paragraphs work better for me"
     r"\b(?:helps?|works? (?:much |a lot |far |way )?(?:better|best)|"
     r"(?:is|are) (?:much |a lot |far |way )?(?:easier|easiest|better|best))(?: for)? me\b|"
+    # "short sentences are best" (not for someone else: "... are best for kids")
+    r"\b(?:is|are) (?:usually |always |generally )?(?:best|ideal)\b(?!\s+(?:for|to|with)\s+(?!me\b))|"
     r"\bsuits? me (?:much |a lot |far |way )?(?:better|best)\b|"
     # a dislike of what the assistant's replies do: "emojis in your replies annoy me", "I'm
     # not a fan of long answers from you"
@@ -810,7 +813,9 @@ _VERBLESS_ORDER = re.compile(r"^\W*(?:[^\s,.!?]+\s+){0,2}?[^\s,.!?]+\s+first,?\s
 _VERBLESS_STANDING = re.compile(
     # (up to five words, a comma between two parts: "less jargon, more plain talk from here on")
     r"^\W*(?:[^\W\d_]+,?[\s-]+){0,4}?[^\W\d_]+[,.!]?\s+(?:from now on|from here on|going forward|"
-    r"by default|always|every time)(?:,?\s+(?:please|pls|plz|thanks|thx|ty|thank you))?\W*$"
+    r"by default|always|every time)(?:,?\s+(?:please|pls|plz|thanks|thx|ty|thank you))?"
+    # and a reason after it: "Temperatures in Celsius, always, I'm Canadian."
+    r"(?:,\s+(?:i'm|i am|i've|i have|since|because|as)\b[^.!?;]{0,60})?\W*$"
 )
 
 

@@ -248,6 +248,12 @@ RESPONSE_CONDITION = re.compile(
     rf"{RESPONSE_FORM}\b|"
     rf"\b(?:when(?:ever)?|if)\s+(?:an?|the|your)\s+{RESPONSE_FORM}\s+(?:has|have|contains?|"
     rf"includes?)\b|"
+    # what any reply needs: "whenever something has more than two steps", "if an answer has
+    # lots of steps"
+    r"\b(?:when(?:ever)?|if)\s+(?:something|anything|it|an?\s+answer|the\s+answer|a\s+reply)\s+"
+    r"(?:has|needs|involves|takes)\s+(?:more\s+than\s+[^\W\d_]+\s+|several\s+|many\s+|"
+    rf"multiple\s+|a\s+lot\s+of\s+|lots\s+of\s+|a\s+few\s+)?{RESPONSE_FORM}\b"
+    r"(?!\s+(?:at|in|on|for)\s+(?:work|home|school|the|my|our)\b)|"
     # what a reply holds, when it matters: "when numbers matter, write them out", "tables
     # when there's data to compare"
     r"\bwhen(?:ever)?\s+(?:the\s+)?(?:numbers|figures|data|statistics|stats|dates|amounts|"

@@ -246,6 +246,11 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("If you're comparing options for me, finish with a clear verdict.", "answer_style"),
         ("When you're not sure about something, say so instead of guessing.", "answer_style"),
         ("Always give me the bottom line first, then the details.", "answer_style"),
+        ("Whenever something has more than two steps, number them for me.", "answer_style"),
+        ("Quick thing about me: I'm dyslexic, so short sentences are best.", "accessibility"),
+        ("Temperatures in Celsius, always, I'm Canadian.", "answer_style"),
+        ("Don't put links in your answers, I can't click them in my reader app.", "answer_style"),
+        ("Please write dates as day month year, the American order confuses me.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -394,6 +399,10 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "My boss always wants one option, not a menu.",
         "More examples on this, please.",
         "When you're not sure about the train times, check the website for me.",
+        "Whenever something has more than two steps at work, my boss numbers them.",
+        "Short sentences are best for kids learning to read.",
+        "Temperatures in Celsius, always, my teacher insists.",
+        "In the spreadsheet, write dates as day month year.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:
