@@ -750,8 +750,12 @@ _SELF_DESCRIBED = re.compile(
     r"those|that|kind|type|sort)\s+)*(?:someone|somebody|person|people|one|type|kind|sort|guy|"
     r"gal|girl|woman|man|reader|learner)\s+(?:who|that)$"
 )
-# How a thing comes across, not someone's report: "it feels unprofessional".
-_IMPRESSION = re.compile(r"(?:it|this|that)\s+(?:feels|felt)\b")
+# How a thing comes across, not someone's report: "it feels unprofessional", "the chummy
+# style feels off".
+_IMPRESSION = re.compile(
+    r"(?:it|this|that|style|tone|voice|vibe|wording|phrasing|format|approach|register)\s+"
+    r"(?:feels|felt)\b"
+)
 
 
 # (both matched without word boundaries: see the two patterns)

@@ -760,6 +760,8 @@ _OTHER_SUBJECT = re.compile(
 )
 # The same in the other languages the rules read: "mi hermano ...", "mój brat ...".
 _FOREIGN_SUBJECT = re.compile(FOREIGN_SOMEONE_OF_MINE, re.I)
+# A thing at hand pointed at: "those bullet points", "the tables in this report".
+_POINTS_AT = re.compile(r"\b(?:this|that|these|those)\b", re.I)
 # ... and in Chinese, Japanese and Korean ("我妈妈", "母は", "엄마는"), without its particle.
 _CJK_SUBJECT = re.compile(CJK_SOMEONE)
 _CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
@@ -930,8 +932,14 @@ class OfflineExtractor:
             # that sentence named ("The emojis annoy me. Could you leave them out in
             # future?") is one record of both.
             previous: ExtractedRecord | None = None
+            # The turn's previous sentence when it was no record of its own, not being about
+            # the user: a request that names a part of the reply only by a pronoun for what
+            # it named is read with it ("Honestly the emojis make you sound like a toddler.
+            # Drop them for good.").
+            unrecorded: str | None = None
             sentences = _joined_fragments(_sentences(turn.text))
             for at, sentence in enumerate(sentences):
+                said_before, unrecorded = unrecorded, None
                 if _too_short(sentence):
                     reason = previous = None
                     continue
@@ -983,6 +991,15 @@ class OfflineExtractor:
                 if reason is not None and stands:
                     out.pop()  # ``reason`` is always the last record written
                     sentence = f"{reason.text} {sentence}"
+                elif (
+                    said_before is not None
+                    # (not a thing at hand: "Those bullet points were great.")
+                    and not _POINTS_AT.search(said_before)
+                    and not withdrawal
+                    and (stands or instruction_clauses(sentence))
+                    and refers_back(said_before, sentence)
+                ):
+                    sentence = f"{said_before} {sentence}"
                 if len(sentence) > MAX_RECORD_TEXT:
                     # A run-on sentence longer than a record may be states nothing to keep
                     # whole; proposing it would fail the session's whole extraction.
@@ -998,6 +1015,7 @@ class OfflineExtractor:
                     or _RULE.search(sentence)
                 ):
                     reason = previous = None
+                    unrecorded = sentence
                     continue
                 hypothetical = _is_hypothetical(sentence)
                 # A request for once or for one item ("drop the bullet points from the

@@ -251,6 +251,8 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("Temperatures in Celsius, always, I'm Canadian.", "answer_style"),
         ("Don't put links in your answers, I can't click them in my reader app.", "answer_style"),
         ("Please write dates as day month year, the American order confuses me.", "answer_style"),
+        ("Honestly the emojis make you sound like a toddler. Drop them for good.", "answer_style"),
+        ("I'd prefer a more formal tone in general, the chummy style feels off.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -403,6 +405,9 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Short sentences are best for kids learning to read.",
         "Temperatures in Celsius, always, my teacher insists.",
         "In the spreadsheet, write dates as day month year.",
+        "The emojis in this draft look childish. Drop them before I send it.",
+        "My boss's tone felt off in that meeting, so always be extra polite with him.",
+        "Those bullet points were great. Could you use them from now on?",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

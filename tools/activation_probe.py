@@ -5425,7 +5425,6 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "For code questions I just want the snippet, no walkthrough, unless I ask.",
     ),
     (PROMOTE, "answer_style", "jargon", "Go easy on the jargon with me, I'm not a techie."),
-    (PROMOTE, "answer_style", "casual", "You can be casual with me, no need for the formal stuff."),
     (
         PROMOTE,
         "answer_style",
@@ -5544,6 +5543,99 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "If an answer has lots of steps, put them in a numbered list.",
     ),
     (PROMOTE, "answer_style", "metric", "Metric units, always, since I'm in Germany."),
+    # Session 21: preferences inside longer messages, as complaints and meta-comments, and
+    # look-alikes (2 missed as written: a pronoun for a reply part named in a sentence that
+    # was no record, 'the chummy style feels off' read as someone's report). Two relabelled:
+    # dropping caveats goes to review, comparing products names a topic.
+    (
+        PROMOTE,
+        "answer_style",
+        "short",
+        "Morning! Coffee's brewing. Before we start: your answers have been way too long lately, keep them short from now on. Anyway, what's a good stretch for my back?",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "emoji",
+        "Honestly the emojis make you sound like a toddler. Drop them for good.",
+    ),
+    (PROMOTE, "answer_style", "apolog", "Stop apologising in every reply, it's exhausting."),
+    (
+        PROMOTE,
+        "answer_style",
+        "question",
+        "Could you stop ending every answer with a question? Just answer and stop.",
+    ),
+    (CONDITIONAL, None, "", "I know the basics, so skip the beginner caveats from now on."),
+    (
+        PROMOTE,
+        "accessibility",
+        "colour",
+        "I'm red-green colourblind, so when you describe charts, never rely on colour alone.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "headings",
+        "Long answers without headings are hard for me to scan, so always use headings in those.",
+    ),
+    (
+        PROMOTE,
+        "response_language",
+        "Spanish",
+        "My Spanish needs practice. Reply in Spanish from now on, even when I write in English.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "British",
+        "Use British spelling with me, please, I'm in Manchester.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "formal",
+        "I'd prefer a more formal tone in general, the chummy style feels off.",
+    ),
+    (CONDITIONAL, None, "", "Whenever you compare products, a table is the way to go for me."),
+    (
+        PROMOTE,
+        "answer_style",
+        "step",
+        "I'm a visual thinker, so step-by-step lists work best for me.",
+    ),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My students keep asking me to stop ending every lesson with a question.",
+    ),
+    (CONDITIONAL, None, "", "Skip the caveats this time, I'm in a hurry."),
+    (CONDITIONAL, None, "", "Your answer yesterday had no headings, which was fine for once."),
+    (CONDITIONAL, None, "", "Maybe use British spelling sometimes? Not sure."),
+    (CONDITIONAL, None, "", "Reply in Spanish to the landlord's email below."),
+    (CONDITIONAL, None, "", "Tables are the way to go for my budget spreadsheet."),
+    (CONDITIONAL, None, "", "My manager says a formal tone is best in client emails."),
+    (CONDITIONAL, None, "", "I told my sister to stop apologising so much."),
+    (CONDITIONAL, None, "", "Would emojis make my message to the team more friendly?"),
+    (CONDITIONAL, None, "", "Drop the emojis in this draft before I send it."),
+    # Session 21: look-alikes of those fixes, and a genuine one.
+    (CONDITIONAL, None, "", "My sister's emojis drive me mad. Tell her to drop them."),
+    (CONDITIONAL, None, "", "The emojis in this draft look childish. Drop them before I send it."),
+    (CONDITIONAL, None, "", "Honestly the jokes in that speech were awful. Cut them."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "My boss's tone felt off in that meeting, so always be extra polite with him.",
+    ),
+    (CONDITIONAL, None, "", "The tone feels off in my cover letter, fix it."),
+    (
+        PROMOTE,
+        "answer_style",
+        "bullet",
+        "Bullet points everywhere get tiring. Use them only for real lists, from now on.",
+    ),
 )
 
 
