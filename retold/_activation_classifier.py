@@ -516,7 +516,8 @@ _ONE_OFF_TASK = re.compile(
 _DEFINITE_TASK = re.compile(
     rf"{_REQUEST_OPENER}"
     r"(?:give|send|show|tell|write|make|get|find|price|quote|convert|explain|list|draw|plan|"
-    r"read|put|do|draft|prepare|present|lay out|keep|use|add|number)\s+(?:(?:me|us)\s+)?"
+    r"read|put|do|draft|prepare|present|lay out|keep|use|add|number|start|begin|end|finish|"
+    r"open|close)\s+(?:(?:me|us)\s+)?"
     r"(?:the|my|our)\s+"
     r"(?P<thing>[^\W\d_]+(?:\s+[^\W\d_]+)?)"
 )

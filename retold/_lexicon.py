@@ -145,6 +145,17 @@ FOREIGN_ANSWER_STYLE = (
     "entschuldigung\\w*|scuse|"
     # examples
     "ejemplos?|exemplos?|exemples?|beispiel(?:e[n]?)?|esempi[o]?|voorbeeld(?:en)?|przykład\\w*|"
+    # a summary, and how a choice is given: "una sola opción", "deine beste Wahl",
+    # "limite-toi à trois"
+    "resumen|resumo|résumé|zusammenfassung|riassunto|samenvatting|podsumowani\\w*|"
+    "(?:una|une|eine|un'|uma|één|jedn\\w*|dos|deux|zwei|due|duas|twee|dwie|tres|trois|drei|tre|"
+    "três|drie|trzy)\\s+(?:sola\\s+|seule\\s+|einzige\\s+|unica\\s+|única\\s+)?"
+    "(?:opci[oó]n(?:es)?|options?|optionen|opzion[ei]|opç(?:ão|ões)|opties?|opcj\\w*)|"
+    "beste wahl|mejor opción|meilleure option|migliore opzione|melhor opção|beste optie|"
+    "limite[sz]?-(?:toi|vous)|beschränk(?:e)? dich|limítate|limitati|limita-te|"
+    # candour when unsure
+    "nicht sicher|no (?:estás|estés) segur[oa]|n'es pas sûre?|non sei sicur[oa]|"
+    "não (?:tens|tiveres) certeza|niet zeker|nie jesteś pew(?:ien|na)|"
     # casual, relaxed
     "décontracté\\w*|locker|lässig|relajad[oa]|rilassat[oa]|descontraíd[oa]"
 )
@@ -275,7 +286,10 @@ FOREIGN_RESPONSE_FORM = (
     "listen|beispiele|antworten|passaggi|istruzioni|elenchi|esempi|risposte|stappen|"
     "instructies|lijsten|voorbeelden|antwoorden|kroki|instrukcje|listy|przyk[łl]ady|odpowiedzi|"
     # Danish, Swedish, Norwegian (the answer, to answer) and Turkish (answer, reply)
-    "svar|svaret|svarene|svaren|svarer|svarar|cevap(?:lar[ıi]?)?|yan[ıi]t(?:lar[ıi]?)?"
+    "svar|svaret|svarene|svaren|svarer|svarar|cevap(?:lar[ıi]?)?|yan[ıi]t(?:lar[ıi]?)?|"
+    # options offered, and anything recommended or explained ("cuando me recomiendes algo")
+    "opciones|options|optionen|opzioni|opç(?:ões|oes)|opties|opcje|"
+    "algo|quelque chose|etwas|qualcosa|iets|coś"
 )
 
 #: "When you answer me" in those languages: a condition on every reply, not a trigger; also
@@ -290,7 +304,14 @@ FOREIGN_WHEN_YOU_ANSWER = (
     "(?:quand tu (?:me )?(?:réponds|reponds|écris)|quand vous (?:me )?(?:répondez|repondez)|"
     "wenn du (?:mir )?(?:antwortest|schreibst)|quando (?:mi )?(?:rispondi|scrivi)|"
     "als je (?:me )?(?:antwoordt|antwoord geeft|schrijft)|kiedy (?:mi )?(?:odpowiadasz|odpisujesz)|"
-    "(?:når|när) du (?:svarer|svarar|skriver)(?: (?:mig|meg))?)"
+    "(?:når|när) du (?:svarer|svarar|skriver)(?: (?:mig|meg))?|"
+    # when the assistant is unsure ("wenn du dir nicht sicher bist", "si no estás seguro")
+    "(?:(?:wenn|falls) du dir nicht sicher bist|(?:si|cuando) no (?:estás|estes|estés) segur[oa]|"
+    "(?:si|quand) tu n'es pas sûre?|(?:se|quando) non sei sicur[oa]|"
+    "(?:se|quando) não (?:tens|tiveres) certeza|(?:se|quando) não estás segur[oa]|"
+    "als je het niet zeker weet|(?:jeśli|gdy) nie jesteś pew(?:ien|na))"
+    # (of anything: "si no estás seguro de algo")
+    "(?:\\s+(?:de|über|di|van)\\s+(?:algo|quelque chose|etwas|qualcosa|iets|czegoś))?)"
     "(?!\\s+(?:sur|à propos|au sujet|concernant|de|des|du|sobre|acerca|über|zu|su|di|riguardo|"
     "over|o|na temat|om)\\b)"
 )
@@ -419,6 +440,9 @@ FOREIGN_IMPERATIVES = (
     "explique|utilisez|évite|évitez|sois|soyez|garde|gardez|expliquez|"
     "donne-moi|donnez-moi|fais|faites|benutze|benutz|verwende|nutze|vermeide|halte|"
     "erkläre|erklär|gib mir|fasse dich|fass dich|utilizza|sii|tieni|spiega|dammi|non usare|"
+    # name, limit yourself to: "nenne nur deine beste Wahl", "limite-toi à trois"
+    "nenne|nenn|beschränke dich|beschränk dich|limite-toi|limitez-vous|limítate|limitati|"
+    "limita-te|"
     "gebruik|vermijd|wees|houd|hou|leg uit|geef|używaj|uzywaj|unikaj|bądź|badz|stosuj|"
     "wyjaśniaj|wyjasniaj|(?:nunca|não) (?:uses|use|utilizes|utilize)|nunca utilices|"
     # Danish, Swedish, Norwegian, Turkish

@@ -253,6 +253,10 @@ def test_a_reaction_to_the_reply_at_hand_is_not_promoted(bundle: str, text: str)
         ("Please write dates as day month year, the American order confuses me.", "answer_style"),
         ("Honestly the emojis make you sound like a toddler. Drop them for good.", "answer_style"),
         ("I'd prefer a more formal tone in general, the chummy style feels off.", "answer_style"),
+        ("Cuando me recomiendes algo, dame solo una opción, por favor.", "answer_style"),
+        ("Wenn du mir etwas empfiehlst, nenne immer nur deine beste Wahl.", "answer_style"),
+        ("Quand tu me proposes des options, limite-toi toujours à trois.", "answer_style"),
+        ("Si no estás seguro de algo, dímelo siempre, por favor.", "answer_style"),
     ],
 )
 def test_standing_phrasings_still_promote(bundle: str, text: str, category: str) -> None:
@@ -408,6 +412,10 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "The emojis in this draft look childish. Drop them before I send it.",
         "My boss's tone felt off in that meeting, so always be extra polite with him.",
         "Those bullet points were great. Could you use them from now on?",
+        "Start the report with a summary.",
+        "Mi hermano siempre me da una sola opción cuando le pido consejo.",
+        "Nenne mir heute nur deine beste Wahl für das Abendessen.",
+        "Quando mi consigli qualcosa per la cena di stasera, dammi una sola opzione.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

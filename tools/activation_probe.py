@@ -5636,6 +5636,60 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
         "bullet",
         "Bullet points everywhere get tiring. Use them only for real lists, from now on.",
     ),
+    # Session 21: conditions on a kind of reply in Spanish, German, French, Italian and
+    # Portuguese, and look-alikes (all 6 genuine ones missed as written; one still is).
+    (
+        PROMOTE,
+        "answer_style",
+        "opción",
+        "Cuando me recomiendes algo, dame solo una opción, por favor.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "Wahl",
+        "Wenn du mir etwas empfiehlst, nenne immer nur deine beste Wahl.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "trois",
+        "Quand tu me proposes des options, limite-toi toujours à trois.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "esempio",
+        "Quando mi spieghi qualcosa, dammi sempre un esempio concreto.",
+    ),
+    (PROMOTE, "answer_style", "resumo", "Quando me explicares algo, começa sempre com um resumo."),
+    (PROMOTE, "answer_style", "sicher", "Wenn du dir nicht sicher bist, sag es mir bitte immer."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Cuando me recomiendes un restaurante en Lyon, que esté cerca de la estación.",
+    ),
+    (CONDITIONAL, None, "", "Mi jefe quiere solo una opción cuando le recomiendas algo."),
+    (CONDITIONAL, None, "", "Quand tu m'expliques la déclaration d'impôts, numérote les étapes."),
+    (CONDITIONAL, None, "", "Wenn du mir heute etwas empfiehlst, dann bitte etwas Günstiges."),
+    (CONDITIONAL, None, "", "Quando mi spieghi la ricetta di stasera, dammi un esempio."),
+    # Session 21: look-alikes of those fixes; 'Start the report with a summary.' was promoted
+    # before (a task on a definite thing), in English too.
+    (CONDITIONAL, None, "", "Mi hermano siempre me da una sola opción cuando le pido consejo."),
+    (CONDITIONAL, None, "", "Nenne mir heute nur deine beste Wahl für das Abendessen."),
+    (CONDITIONAL, None, "", "Si no estás seguro sobre el horario del tren, búscalo."),
+    (CONDITIONAL, None, "", "Empieza el informe con un resumen."),
+    (CONDITIONAL, None, "", "Mon patron veut toujours trois options."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Quando mi consigli qualcosa per la cena di stasera, dammi una sola opzione.",
+    ),
+    (PROMOTE, "answer_style", "seguro", "Si no estás seguro de algo, dímelo siempre, por favor."),
+    (CONDITIONAL, None, "", "Start the report with a summary."),
+    (PROMOTE, "answer_style", "summary", "Start your answers with a summary, always."),
 )
 
 
