@@ -287,9 +287,8 @@ FOREIGN_RESPONSE_FORM = (
     "instructies|lijsten|voorbeelden|antwoorden|kroki|instrukcje|listy|przyk[łl]ady|odpowiedzi|"
     # Danish, Swedish, Norwegian (the answer, to answer) and Turkish (answer, reply)
     "svar|svaret|svarene|svaren|svarer|svarar|cevap(?:lar[ıi]?)?|yan[ıi]t(?:lar[ıi]?)?|"
-    # options offered, and anything recommended or explained ("cuando me recomiendes algo")
-    "opciones|options|optionen|opzioni|opç(?:ões|oes)|opties|opcje|"
-    "algo|quelque chose|etwas|qualcosa|iets|coś"
+    # options offered
+    "opciones|options|optionen|opzioni|opç(?:ões|oes)|opties|opcje"
 )
 
 #: "When you answer me" in those languages: a condition on every reply, not a trigger; also
@@ -297,7 +296,9 @@ FOREIGN_RESPONSE_FORM = (
 FOREIGN_WHEN_YOU_ANSWER = (
     r"(?:cuando|quando|quand|wenn|als|kiedy|gdy)\s+(?:(?:tu|du|je|jij)\s+)?"
     r"(?:(?:me|mi|mir|mij|mnie)\s+|m')?(?:[^\W\d_]+\s+)?(?:(?:des|die|de|dei|delle|degli|los|las|"
-    rf"os|as|les|un|una|une|een)\s+)?(?:{FOREIGN_RESPONSE_FORM})(?!\w)|"
+    rf"os|as|les|un|una|une|een)\s+)?(?:{FOREIGN_RESPONSE_FORM}|"
+    # or anything recommended or explained: "cuando me recomiendes algo"
+    r"algo|quelque chose|etwas|qualcosa|iets|coś)(?!\w)|"
     "cuando me (?:respondas|respondes|contestas|contestes|escribes|escribas)|"
     "quando (?:me )?(?:respondes|responderes|responder|me escreves)|"
     # (with "me" or none, but not on a topic: "quand tu réponds sur la politique")
