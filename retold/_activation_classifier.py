@@ -225,7 +225,11 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         # how a choice is given: "your single best pick", "one option, not a menu", "just pick
         # one", "end with a clear verdict", "the bottom line first", "why in a sentence"
         r"(?:single|top|best|final|one) (?:pick|choice|option|suggestion|recommendation)s?|"
-        r"pick one|verdicts?|(?:hyper)?links?|urls?|"
+        r"pick one|(?:hyper)?links?|urls?|(?:into|in|with|use) sections|"
+        # a verdict a reply ends or opens with (not one on a thing: "a clear verdict on my
+        # plan")
+        r"(?:end|finish|close|conclude|start|open|lead)(?:s|ing)? with (?:a |your )?"
+        r"(?:clear |final |short )?verdict|verdict (?:first|last|at the end)|"
         # candour about what the assistant does not know: "say so instead of guessing"
         r"instead of guessing|rather than (?:guessing|making (?:something|things|stuff|it) up)|"
         r"(?:don't|do not|never) (?:guess|make (?:something|things|stuff|it) up)\b|"

@@ -416,6 +416,10 @@ def test_a_role_label_or_chat_template_marker_goes_to_review(bundle: str, text: 
         "Mi hermano siempre me da una sola opción cuando le pido consejo.",
         "Nenne mir heute nur deine beste Wahl für das Abendessen.",
         "Quando mi consigli qualcosa per la cena di stasera, dammi una sola opzione.",
+        "When you recommend something to my dad, give him one option.",
+        "My boss's verdict was harsh, so give me a clear verdict on my plan.",
+        "Bullet points are best for my boss.",
+        "Metric units, always, as my teacher says.",
     ],
 )
 def test_someone_elses_needs_and_other_imperatives_are_not_promoted(bundle: str, text: str) -> None:

@@ -5690,6 +5690,41 @@ CASES: tuple[tuple[str, str | None, str, str], ...] = (
     (PROMOTE, "answer_style", "seguro", "Si no estás seguro de algo, dímelo siempre, por favor."),
     (CONDITIONAL, None, "", "Start the report with a summary."),
     (PROMOTE, "answer_style", "summary", "Start your answers with a summary, always."),
+    # Session 21: look-alikes of this session's new readings; as written 2 were promoted by
+    # both bundles (a reply for someone else after 'recommend something to my dad', and 'a
+    # clear verdict on my plan'), and offline-reference missed 'split it into sections'.
+    (CONDITIONAL, None, "", "Pizza is best on Fridays."),
+    (CONDITIONAL, None, "", "Short answers are best for the quiz tonight."),
+    (CONDITIONAL, None, "", "Bullet points are best for my boss."),
+    (CONDITIONAL, None, "", "Tables are ideal for this report."),
+    (CONDITIONAL, None, "", "Emojis, always, my daughter loves them."),
+    (CONDITIONAL, None, "", "Metric units, always, as my teacher says."),
+    (CONDITIONAL, None, "", "Whenever it has more than two steps, my husband gets lost."),
+    (CONDITIONAL, None, "", "If the answer has lots of steps, I'll just skip it."),
+    (
+        CONDITIONAL,
+        None,
+        "",
+        "Honestly the emojis in my sister's messages are too much. Ban them from the group chat.",
+    ),
+    (CONDITIONAL, None, "", "The jokes in your last answer were great. Keep them coming tonight."),
+    (CONDITIONAL, None, "", "When you recommend something to my dad, give him one option."),
+    (CONDITIONAL, None, "", "If you're not sure what my wife wants, ask her."),
+    (CONDITIONAL, None, "", "Don't make things up in my eulogy draft."),
+    (CONDITIONAL, None, "", "The tone of my cover letter feels off. Make it warmer."),
+    (CONDITIONAL, None, "", "My boss's verdict was harsh, so give me a clear verdict on my plan."),
+    (
+        PROMOTE,
+        "answer_style",
+        "sections",
+        "If an answer has more than five steps, split it into sections, please, always.",
+    ),
+    (
+        PROMOTE,
+        "answer_style",
+        "hundred words",
+        "Honestly your answers ramble. Keep them under a hundred words from now on.",
+    ),
 )
 
 
