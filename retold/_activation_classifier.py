@@ -34,6 +34,7 @@ from ._activation_rules import (
 )
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision
 from ._lexicon import (
+    CHOICE_GIVEN,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
     CJK_TRIGGERS,
@@ -224,8 +225,7 @@ _CATEGORY_PATTERNS: dict[str, re.Pattern[str]] = {
         r"your (?:own )?recommendation|"
         # how a choice is given: "your single best pick", "one option, not a menu", "just pick
         # one", "end with a clear verdict", "the bottom line first", "why in a sentence"
-        r"(?:single|top|best|final|one) (?:pick|choice|option|suggestion|recommendation)s?|"
-        r"pick one|(?:hyper)?links?|urls?|(?:into|in|with|use) sections|"
+        rf"{CHOICE_GIVEN}|(?:hyper)?links?|urls?|(?:into|in|with|use) sections|"
         # a verdict a reply ends or opens with (not one on a thing: "a clear verdict on my
         # plan")
         r"(?:end|finish|close|conclude|start|open|lead)(?:s|ing)? with (?:a |your )?"

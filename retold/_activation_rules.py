@@ -778,11 +778,12 @@ def _disqualified(sentence: str, words: Sequence[str], *, before: str = "") -> s
     # a condition on a kind of reply ("if you give me options, ...") is no hypothetical,
     # unless what follows is what the principal would do ("if you answer in French I won't
     # understand")
-    unidiomatic_words = IF_IDIOM.sub(" ", " ".join(words))
+    joined = " ".join(words)
+    unidiomatic_words = IF_IDIOM.sub(" ", joined)
     if not _CONSEQUENCE.search(unidiomatic_words):
         unidiomatic_words = RESPONSE_CONDITION.sub(" ", unidiomatic_words)
     unidiomatic = unidiomatic_words.split()
-    if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(" ".join(words)):
+    if any(w in _HYPOTHETICAL for w in unidiomatic) or _HYPOTHETICAL_PHRASE.search(joined):
         return "hypothetical"
     context = _words(before) if before else []
     addressed = " ".join(_addressed(sentence))
@@ -1183,14 +1184,17 @@ TAKE_BACK = (
     r"you (?:do not|don't|dont) (?:have|need) to\b[^.!?]{0,80}?\bany ?more|"
     r"niet meer|vergeet\w*|non serve più|lascia perdere|dimentic\w*|już nie|zapomnij\w*"
 )
+# The take-back cues the extractor reads too: the other languages' (Hindi's and those of
+# Chinese, Japanese and Korean without word boundaries) and ``TAKE_BACK``.
+SHARED_WITHDRAWAL = rf"\b(?:{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}|{CJK_WITHDRAWAL}"
 # Retracting an earlier preference rather than stating one: "never mind the bullet points",
 # "forget the Hindi thing", "no longer", "stop replying in ...", "actually, don't ...".
 WITHDRAWAL = re.compile(
     r"\b(?:never ?mind|forget (?:about |that|it|what i said|the|my|those|this)|"
     r"(?:scratch|scrap) (?:that|what)|drop that|cancel that|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|any ?more\b|"
-    r"changed my mind|change of plan|go back to how|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}|{CJK_WITHDRAWAL}"
+    r"changed my mind|change of plan|go back to how)\b|"
+    rf"{SHARED_WITHDRAWAL}"
 )
 # Cues that take something back, or tell the assistant to stop something new ("drop the
 # markdown", "stop using emojis"): with a standing marker ("always", "in general") they

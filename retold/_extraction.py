@@ -36,10 +36,10 @@ from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
     SAME_AGAIN,
+    SHARED_WITHDRAWAL,
     STATEMENT_LEAD_IN,
     STOP_DOING,
     SUBJECTLESS_WISH,
-    TAKE_BACK,
     allowed_again,
     asks,
     confirms_standing,
@@ -49,19 +49,17 @@ from ._activation_rules import (
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
+    CHOICE_GIVEN,
     CJK_CHAR,
     CJK_INSTRUCTION,
     CJK_LANGUAGES,
     CJK_SOMEONE,
-    CJK_WITHDRAWAL,
     FOREIGN_ALWAYS,
     FOREIGN_IMPERATIVES,
     FOREIGN_NEEDS,
     FOREIGN_PREFER,
     FOREIGN_SOMEONE_OF_MINE,
     FOREIGN_STANDING,
-    FOREIGN_WITHDRAWAL,
-    HINDI_WITHDRAWAL,
     LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_PREPOSITION,
@@ -638,8 +636,7 @@ _WITHDRAWAL = re.compile(
     r"(?:scratch|scrap) (?:that|the|what|my|those|this)|drop (?:the|that|my|those|this)|"
     r"cancel (?:that|the|my|those|this)|undo (?:that|the|my)|"
     r"disregard (?:that|what i said|the|my)|no longer|not any ?more|changed my mind|"
-    rf"{STOP_DOING}|"
-    rf"{FOREIGN_WITHDRAWAL}|{TAKE_BACK})\b|{HINDI_WITHDRAWAL}|{CJK_WITHDRAWAL}",
+    rf"{STOP_DOING})\b|{SHARED_WITHDRAWAL}",
     re.I,
 )
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -684,8 +681,7 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         # how many options a reply offers: "your single best pick", "a few options"
         re.compile(
-            r"\b((?:single|top|best|one|final) (?:pick|choice|option|suggestion|recommendation)s?|"
-            r"pick one|(?:a few|several|multiple|more|lots of|many|some|two or three|two|three|"
+            rf"\b({CHOICE_GIVEN}|(?:a few|several|multiple|more|lots of|many|some|two or three|two|three|"
             r"four|five|\d+) (?:options|alternatives|choices|suggestions|recommendations)|"
             r"options to choose from)\b",
             re.I,

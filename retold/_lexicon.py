@@ -6,6 +6,7 @@ import unicodedata
 
 __all__ = [
     "ACCESSIBILITY",
+    "CHOICE_GIVEN",
     "CJK_CHAR",
     "CJK_INSTRUCTION",
     "CJK_LANGUAGES",
@@ -112,6 +113,12 @@ LENGTH_LIMIT = (
     r"(?:under|within|at most|max(?:imum)?|no more than|fewer than|less than) \d+ words|"
     r"(?:writ(?:e|ing)|send(?:ing)?|giv(?:e|ing)) me essays|no (?:more )?essays|"
     r"not (?:an? )?(?:essay|novel)s?|(?:just |only )?the gist"
+)
+
+#: How a choice is given in a reply: "your single best pick", "one option", "just pick one"
+#: (answer style, and the key of such a preference).
+CHOICE_GIVEN = (
+    "(?:single|top|best|final|one) (?:pick|choice|option|suggestion|recommendation)s?|pick one"
 )
 
 #: What answer-style preferences name in Spanish, Portuguese, French, German, Italian,
@@ -516,25 +523,21 @@ CJK_TRIGGERS = (
 
 #: A character of Chinese, Japanese (kana) or Korean, scripts that run their words together.
 CJK_CHAR = "[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
+# Kin and social roles in Chinese, Japanese and Korean (the subject of someone else's wish
+# or take-back).
+_ZH_KIN = "妈妈|媽媽|爸爸|老板|老闆|哥哥|姐姐|弟弟|妹妹|朋友|老师|老師|儿子|兒子|女儿|女兒|妻子|丈夫|同事|孩子"
+_JA_KIN = "母|父|上司|兄|姉|弟|妹|友達|先生|息子|娘|妻|夫|同僚"
+_KO_KIN = "엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료"
 #: Someone of the speaker's in Chinese, Japanese and Korean, as the subject (Japanese and
 #: Korean with their topic or subject particle): "我妈妈", "母は", "엄마는".
-CJK_SOMEONE = (
-    "(?:妈妈|媽媽|爸爸|老板|老闆|哥哥|姐姐|弟弟|妹妹|朋友|老师|老師|儿子|兒子|女儿|女兒|妻子|"
-    "丈夫|同事|孩子)|"
-    "(?:母|父|上司|兄|姉|弟|妹|友達|先生|息子|娘|妻|夫|同僚)(?:は|が)|"
-    "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
-    "(?:는|은|가|이)"
-)
+CJK_SOMEONE = f"(?:{_ZH_KIN})|(?:{_JA_KIN})(?:は|が)|(?:{_KO_KIN})(?:는|은|가|이)"
 #: Someone else's wish in Chinese, Japanese and Korean, which have no spaces to find a
 #: reporting subject by: a relation, then what they want, hope or say ("我妈妈希望你...",
 #: "母は...と言っています", "우리 엄마는 ... 원해요").
 CJK_SOMEONE_ELSE = (
-    "(?:妈妈|媽媽|爸爸|老板|老闆|哥哥|姐姐|弟弟|妹妹|朋友|老师|老師|儿子|兒子|女儿|女兒|妻子|"
-    "丈夫|同事|孩子)[^。！？!?]{0,12}?(?:希望|想要|想让|想讓|要求|说|說|喜欢|喜歡|觉得|覺得)|"
-    "(?:母|父|上司|兄|姉|弟|妹|友達|先生|息子|娘|妻|夫|同僚)(?:は|が)[^。！？!?]{0,24}?"
-    "(?:と言って|と言い|ほしいと|欲しいと|が好き|を好む)|"
-    "(?:엄마|아빠|어머니|아버지|상사|형|언니|오빠|누나|친구|선생님|아들|딸|아내|남편|동료)"
-    "(?:는|은|가|이)[^.!?]{0,24}?(?:원해|원합니다|좋아해|좋아합니다|말했|말해요|바라)"
+    f"(?:{_ZH_KIN})[^。！？!?]{{0,12}}?(?:希望|想要|想让|想讓|要求|说|說|喜欢|喜歡|觉得|覺得)|"
+    f"(?:{_JA_KIN})(?:は|が)[^。！？!?]{{0,24}}?(?:と言って|と言い|ほしいと|欲しいと|が好き|を好む)|"
+    f"(?:{_KO_KIN})(?:는|은|가|이)[^.!?]{{0,24}}?(?:원해|원합니다|좋아해|좋아합니다|말했|말해요|바라)"
 )
 #: Taking back in Chinese, Japanese and Korean, without word boundaries: "no need any more"
 #: ("不用再", "もう...なくていい", "더 이상", "않아도 돼"), "forget" ("忘了", "忘れて", "잊어").
