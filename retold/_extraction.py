@@ -66,6 +66,7 @@ from ._lexicon import (
     LENGTH_LIMIT,
     NON_LATIN_LANGUAGES,
     TURKISH_REPLY_VERB,
+    WEEKDAY_NAMES,
 )
 from ._records import (
     SEMANTIC_KINDS,
@@ -586,8 +587,8 @@ _DECISION = re.compile(
 )
 _EVENT = re.compile(
     r"\b(yesterday|last (?:week|month|year|night|weekend)|ago|went|moved|started|finished|"
-    r"visited|bought|got married|had|met|was born|graduated|adopted|traveled|travelled|on (?:monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday))\b",
+    r"visited|bought|got married|had|met|was born|graduated|adopted|traveled|travelled|"
+    rf"on (?:{WEEKDAY_NAMES}))\b",
     re.I,
 )
 _TASK = re.compile(

@@ -1,4 +1,5 @@
-"""Vocabulary shared by the offline (rule-based) extractor and activation classifier."""
+"""Vocabulary shared by the offline (rule-based) extractor and activation classifier, and the
+function words and calendar names retrieval reads too."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ __all__ = [
     "FOREIGN_TRIGGERS",
     "FOREIGN_WHEN_YOU_ANSWER",
     "FOREIGN_WITHDRAWAL",
+    "FUNCTION_WORDS",
     "HINDI_SOMEONE_ELSE",
     "HINDI_WITHDRAWAL",
     "LANGUAGE",
@@ -42,11 +44,32 @@ __all__ = [
     "LANGUAGE_NAMES",
     "LANGUAGE_PREPOSITION",
     "LENGTH_LIMIT",
+    "MONTH_NAMES",
     "NON_LATIN_LANGUAGES",
     "STYLE_IN_ENGLISH",
     "TURKISH_REPLY_VERB",
+    "WEEKDAY_NAMES",
     "WORD_CHAR",
 ]
+
+# Function words that carry no topic (retrieval drops them from a query, so FTS5 does not
+# score half the store; the extractor skips them when naming an item).
+FUNCTION_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t don ve ll re m d also ever did get got go going went like really yeah oh hey hi thanks
+    thank wow just much many kind sort lot lots thing things""".split()
+)
+#: Month and weekday names, as regex alternations.
+MONTH_NAMES = (
+    "january|february|march|april|may|june|july|august|september|october|november|december"
+)
+WEEKDAY_NAMES = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 
 
 def _mark_ranges() -> str:

@@ -53,6 +53,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
+from ._lexicon import FUNCTION_WORDS as _STOPWORDS
+from ._lexicon import MONTH_NAMES, WEEKDAY_NAMES
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
 from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
@@ -79,18 +81,6 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-# Function words that carry no topic; dropping them keeps FTS5 from scoring half the store.
-_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    s t don ve ll re m d also ever did get got go going went like really yeah oh hey hi thanks
-    thank wow just much many kind sort lot lots thing things""".split()
-)
 
 _WORD = re.compile(r"\w+")
 # Capitalised words (names, places, brands) and acronyms; sentence-initial stopwords are dropped.
@@ -315,12 +305,9 @@ _ASKS_WHEN = re.compile(
     r"\b(when|what (date|day|month|year|time)|which (date|day|month|year)|how long ago)\b",
     re.IGNORECASE,
 )
-_MONTH_NAMES = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-)
 _TEMPORAL = re.compile(
-    rf"\b({_MONTH_NAMES}|(jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend"
+    rf"\b({MONTH_NAMES}|(jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
+    rf"|{WEEKDAY_NAMES}|weekend"
     r"|yesterday|today|tonight|tomorrow|ago|since"
     r"|(last|next|this|past) (week|month|year|night|summer|winter|spring|fall|autumn)"
     r"|\d{1,2}(st|nd|rd|th)|(19|20)\d\d)\b",
