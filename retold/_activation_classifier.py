@@ -10,12 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._activation_rules import (
     _NEED,
-    _RELATIONS,
     _WORD,
     CLAUSE_BREAKS,
     HELPS_WHEN_YOU,
     IF_IDIOM,
     POLITE_REQUEST,
+    RELATIONS,
     RESPONSE_CONDITION,
     RULE_FOR_YOU,
     SAME_AGAIN,
@@ -581,7 +581,7 @@ _FOR_THE_MOMENT = re.compile(
     r"\b(?:right now|just now|for now|tonight)\b|"
     # someone with the principal, for whose sake the reply changes: "go back to English, my
     # friend here doesn't speak Italian" (someone reading along is ``_SOMEONE_ELSE_READING``'s)
-    rf"\b(?:my|our) (?:[^\W\d_]+ ){{0,2}}?{_RELATIONS}(?: here| too| also)? (?:is |are )?"
+    rf"\b(?:my|our) (?:[^\W\d_]+ ){{0,2}}?{RELATIONS}(?: here| too| also)? (?:is |are )?"
     r"(?:here|with (?:me|us)|visiting|"
     r"(?:does|do|can|could) not (?:speak|read|understand)|cannot (?:speak|read|understand)|"
     r"only (?:speaks?|reads?|understands?))\b"

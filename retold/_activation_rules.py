@@ -338,7 +338,7 @@ _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
 # An instruction on how to address someone else ("answer my sister in Italian", "reply to
 # my mum in Spanish", "tell my boss the answers in French"): the reply is for that person,
 # so it is not the principal's own preference. The people are kin and social roles.
-_RELATIONS = (
+RELATIONS = (
     r"(?:mum|mom|mother|dad|father|parents?|sisters?|brothers?|siblings?|wife|husband|"
     r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids?|children|child|"
     r"baby|grand(?:ma|pa|mother|father|parents?|son|daughter|kids?|children)|aunt|uncle|"
@@ -348,7 +348,7 @@ _RELATIONS = (
 )
 # A person named: a possessive, people in general, or a relation ("my", "users", "kids").
 _PERSON_WORD = re.compile(
-    rf"(?:my|our|his|her|their|people|users|guys|folks|everyone|everybody|{_RELATIONS})"
+    rf"(?:my|our|his|her|their|people|users|guys|folks|everyone|everybody|{RELATIONS})"
 )
 _ADDRESSED_TO_OTHERS = re.compile(
     r"\b(?:answer(?:s|ed|ing)?|repl(?:y|ies|ied|ying)|respond(?:s|ed|ing)?|write|writes|wrote|"
@@ -357,7 +357,7 @@ _ADDRESSED_TO_OTHERS = re.compile(
     r"greet(?:s|ed)?|say|says|said|recommend(?:s|ed|ing)?|suggest(?:s|ed|ing)?|"
     r"describ(?:e|es|ed|ing))"
     r"(?:\s+(?:back|things|it|them|this|that|something|anything|stuff))?\s+(?:to\s+|for\s+|with\s+)?"
-    rf"(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
+    rf"(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{RELATIONS}\b|"
     # or a person named before: "my grandmother will ask you things too: always answer her"
     r"\b(?:answer|reply to|respond to|write to|talk to|speak to|tell|explain (?:it )?to)\s+"
     r"(?:him|her)\b|"
@@ -537,7 +537,7 @@ _OTHERS_DO = re.compile(
     r"(?:answers?|replies|repl(?:y|ied)|responds?|writes?|speaks?|talks?|uses?|texts?)\b|"
     # someone else's state, said first: "my colleague is dyslexic, so keep it simple" (what
     # follows is for them)
-    rf"^\W*(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\s+(?:is|are|was|were|"
+    rf"^\W*(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{RELATIONS}\s+(?:is|are|was|were|"
     r"has|have|gets|needs|can't|cannot|can not)\b|"
     # what someone else does, liked: "I like the emojis my sister uses", "the short answers
     # my teacher gives"
@@ -713,8 +713,8 @@ STATEMENT_LEAD_IN = (
 # sentence ("Grandpa can't ..."); or people in general, their state or wish ("Users struggle
 # with jargon.").
 _SOMEONE_ELSE = re.compile(
-    rf"\b(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{_RELATIONS}\b|"
-    rf"\b{_RELATIONS}'s\b|^\W*{_RELATIONS}\b|"
+    rf"\b(?:my|our|his|her|their|the)\s+(?:[^\W\d_]+\s+)?{RELATIONS}\b|"
+    rf"\b{RELATIONS}'s\b|^\W*{RELATIONS}\b|"
     rf"^\W*(?:{STATEMENT_LEAD_IN},?\s+)*(?:users|people|readers)\s+"
     r"(?:(?:really|also|all|both|always|usually|just)\s+)?(?:is|are|was|were|has|have|gets?|"
     r"needs?|can't|cannot|can not|hates?|loves?|likes?|prefers?|wants?|finds?|struggles?|"
@@ -1132,8 +1132,8 @@ _DEVICES = r"(?:account|profile|login|tablet|phone|laptop|computer|device|ipad)"
 _SOMEONE_ELSE_TYPING = re.compile(
     rf"\b(?:this is|it's|it is|i'm|i am)\s+(?:[^\W\d_]+,?\s+)?(?:[^\W\d_]+'s|his|her|their)\s+"
     rf"(?:[^\W\d_]+\s+)?"
-    rf"(?:{_RELATIONS}|assistant|secretary|carer|caregiver|nurse|pa)\b|"
-    rf"\b[^\W\d_]+'s\s+{_RELATIONS}\s+here\b|"
+    rf"(?:{RELATIONS}|assistant|secretary|carer|caregiver|nurse|pa)\b|"
+    rf"\b[^\W\d_]+'s\s+{RELATIONS}\s+here\b|"
     # someone else's account or device: "this is the kids' account", "it's Sam's tablet"
     r"\b(?:this is|it's|it is|on|using)\s+(?:(?:the|his|her|their)\s+)?[^\W\d_]+(?:'s|s')\s+"
     rf"{_DEVICES}\b|"
@@ -1147,7 +1147,7 @@ _SOMEONE_ELSE_TYPING = re.compile(
     r"\b(?:my|our|the) [^\W\d_]+ (?:walked|sat|stepped|typed|is typing|was typing) "
     r"(?:on|across|over)? ?(?:my |the |this )?(?:keyboard|phone|laptop|tablet|screen|keys)\b|"
     # a relation signing in: "Mom here.", "Grandpa speaking, ..."
-    rf"(?:^|[.!?\n]\s*)(?:(?:it's|this is)\s+)?(?:your\s+)?{_RELATIONS}\s+"
+    rf"(?:^|[.!?\n]\s*)(?:(?:it's|this is)\s+)?(?:your\s+)?{RELATIONS}\s+"
     r"(?:here|speaking|typing|writing)\b|"
     # someone's anyone signing in: "Sam's assistant here"
     r"\b[^\W\d_]+'s\s+(?:[^\W\d_]+\s+)?[^\W\d_]+\s+(?:here|speaking|typing|writing)\b"

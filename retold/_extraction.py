@@ -35,6 +35,7 @@ from ._activation_classifier import (
 from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
+    RELATIONS,
     SAME_AGAIN,
     SHARED_WITHDRAWAL,
     STATEMENT_LEAD_IN,
@@ -60,10 +61,12 @@ from ._lexicon import (
     FOREIGN_PREFER,
     FOREIGN_SOMEONE_OF_MINE,
     FOREIGN_STANDING,
+    FUNCTION_WORDS,
     LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_PREPOSITION,
     LENGTH_LIMIT,
+    MONTH_NAMES,
     NON_LATIN_LANGUAGES,
     TURKISH_REPLY_VERB,
     WEEKDAY_NAMES,
@@ -386,16 +389,20 @@ def _write(
 
 
 def _attribute_holder(w: Writer, scope: Principal, draft: RecordDraft) -> str | None:
-    """The live record this draft's attribute replaces (the newest one), if any."""
+    """The live record this draft's attribute replaces (the newest one), if any: the same
+    attribute, else an allergy the draft corrects ("allergic to sesame, not shellfish")."""
     if not draft.attribute or draft.kind not in SEMANTIC_KINDS:
         return None
-    rows = w.query(
-        "SELECT id FROM records WHERE tenant = ? AND principal = ? AND attribute = ? "
-        "AND lifecycle = 'active' AND superseded_by IS NULL "
-        "ORDER BY created_at DESC, id DESC LIMIT 1",
-        [scope.tenant, scope.principal, draft.attribute],
-    )
-    return str(rows[0]["id"]) if rows else None
+    for attribute in (draft.attribute, *_corrected(draft.attribute, draft.text)):
+        rows = w.query(
+            "SELECT id FROM records WHERE tenant = ? AND principal = ? AND attribute = ? "
+            "AND lifecycle = 'active' AND superseded_by IS NULL "
+            "ORDER BY created_at DESC, id DESC LIMIT 1",
+            [scope.tenant, scope.principal, attribute],
+        )
+        if rows:
+            return str(rows[0]["id"])
+    return None
 
 
 # -- the deterministic offline extractor ---------------------------------------------------
@@ -640,17 +647,32 @@ _WITHDRAWAL = re.compile(
     rf"{STOP_DOING})\b|{SHARED_WITHDRAWAL}",
     re.I,
 )
+# "moved to" a place, not to a time, a slot or a thing ("we moved to Tuesday evenings",
+# "I moved to the night shift", "we moved to a new office"): a capitalised name after "the"
+# is a place ("we moved to the Netherlands").
+_TO_A_PLACE = (
+    r"(?! (?:the (?-i:[a-z])|(?:a|an|my|our|his|her|their|this|that|another|next|last|"
+    rf"later|earlier|tomorrow|{WEEKDAY_NAMES}|{MONTH_NAMES}|\d)\b))"
+)
 _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
-        re.compile(r"\b(i live in|i'm living in|i moved to|we live in|we moved to)\b", re.I),
+        re.compile(
+            rf"\b(i live in|i'm living in|we live in|(?:i|we) moved to{_TO_A_PLACE})\b", re.I
+        ),
         "residence",
     ),
+    # Before occupation: "I'm a vegetarian" states a diet.
+    (re.compile(r"\b(allergic|allerg(?:y|ies))\b", re.I), "allergy"),
+    (re.compile(r"\b(vegan|vegetarian|pescatarian|gluten|keto|halal|kosher)\b", re.I), "diet"),
     (
-        re.compile(r"\b(i work (?:at|for)|i'm working at|my job|i'm a|i am a|i work as)\b", re.I),
+        # "I'm a/an ..." only when what follows names a role (see _names_a_role)
+        re.compile(
+            r"\b(i work (?:at|for|as)|i'm working (?:at|for|as)|"
+            r"my (?:new )?job (?:is (?:as )?an?|at|as)|i'm an?|i am an?)\b",
+            re.I,
+        ),
         "occupation",
     ),
-    (re.compile(r"\b(allergic|allergy)\b", re.I), "allergy"),
-    (re.compile(r"\b(vegan|vegetarian|pescatarian|gluten|keto|halal|kosher)\b", re.I), "diet"),
     (re.compile(r"\bmy budget\b|\bbudget (?:is|of)\b", re.I), "budget"),
     # Before the answer-style slugs: "I use a screen reader, so no tables" states the need.
     (
@@ -733,7 +755,18 @@ _FOREIGN_INSTRUCTION = re.compile(
     rf"{CJK_INSTRUCTION}",
     re.I,
 )
-_MY_NOUN = re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are|was)\b", re.I)
+# "My favourite band is Radiohead", "my birthday is March 3": what the noun is, now. Not
+# what it is doing or where ("my car is making a noise", "... is in the shop"), not what it
+# was, and not a person, whose statements describe many things ("my sister is a nurse",
+# later "my sister is coming to visit"): those key nothing a later one could replace.
+_MY_NOUN = re.compile(
+    r"\bmy ([a-z]+(?: [a-z]+)?)(?:'s name)? (?:is|are)\b"
+    r"(?! (?:not |still |also |always |now |just )?[a-z]+ing\b)"
+    r"(?! (?:in|at|on|under|with|from|by|so|too|very|really|pretty|quite|a bit|kind of|"
+    r"not|still|also|always|just|getting|going)\b)",
+    re.I,
+)
+_PERSON_NOUN = re.compile(rf"(?:[a-z]+ )?(?:{RELATIONS}|dog|cat|dentist|therapist)", re.I)
 _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
 
 
@@ -765,9 +798,11 @@ _CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
 
 
-def _subject(clause: str) -> str | None:
+def _subject(clause: str, noun_cue: bool = False) -> str | None:
     """Whom ``clause`` (the words before an attribute's cue) is about: None for the principal
-    themself, else the relation or name that is its subject ("wife", "tom", "hermano")."""
+    themself, else the relation or name that is its subject ("wife", "tom", "hermano").
+    Before a ``noun_cue`` ("allergy", "budget"), "my X" right before it is the noun's
+    modifier, not a subject."""
     m = _OTHER_SUBJECT.search(clause)
     if m is None:
         foreign = _FOREIGN_SUBJECT.search(clause)
@@ -777,14 +812,20 @@ def _subject(clause: str) -> str | None:
         return _CJK_PARTICLE.sub("", cjk.group(0)) if cjk else None
     if m.group(2) is None and _SELF_SUBJECT.search(clause[: m.start()]):
         return None  # "I told my boss ..." is still about the principal
+    if noun_cue and m.group(1) is not None and not m.group(0).endswith("'s"):
+        if not clause[m.end() :].strip():
+            return None  # a word of the cue's noun phrase: "my peanut allergy", "my monthly budget"
     return (m.group(1) or m.group(2)).lower()
 
 
 # Slugs whose statements add up rather than replace each other: a second access need
-# ("dyslexic", later "hard of hearing") or a second format ("numbered lists", later "no
-# tables") does not undo the first. Their key names the item too (``accessibility/
-# dyslexia``), so only a restatement of the same item supersedes.
-_ITEMISED = {"accessibility", "answer_style.format"}
+# ("dyslexic", later "hard of hearing"), a second format ("numbered lists", later "no
+# tables"), a second allergy, diet or budget ("also allergic to shellfish", "gluten
+# intolerant" beside "vegetarian", "my budget for groceries" beside the trip's) does not
+# undo the first. Their key names the item too (``accessibility/dyslexia``,
+# ``allergy/peanut``, ``budget/trip``), so only a statement of the same item supersedes; an
+# allergy, diet or budget that names no item keys the slug alone.
+_ITEMISED = {"accessibility", "answer_style.format", "allergy", "diet", "budget"}
 # The slugs of how the principal is answered (a subject-less attribute is the principal's).
 _REPLY_SLUGS = {
     "answer_style.length",
@@ -797,9 +838,74 @@ _REPLY_SLUGS = {
 _ITEM_OF = {"bullet": "lists", "numbered": "lists", "table": "tables", "header": "headings"}
 
 
-def _item(words: str) -> str:
-    """The item an :data:`_ITEMISED` slug's matched ``words`` name, as a key part."""
-    words = re.sub(r"^colou?r[ -]?", "colour_", words.lower())
+# Diets that differ in how much of animal products one eats are one item: "I've gone vegan"
+# replaces "I'm vegetarian"; gluten, keto, halal and kosher are items of their own.
+_DIET_ITEM = {"vegan": "meat", "vegetarian": "meat", "pescatarian": "meat"}
+# What an allergy is to: "allergic to peanuts", "an allergy to dust", "a peanut allergy".
+_ALLERGEN = (
+    re.compile(r"\ballerg(?:ic|y|ies) to (?:the |all |any |most )?([^\W\d_]+)", re.I),
+    re.compile(r"\b([^\W\d_]+)[ -]allerg(?:y|ies)\b", re.I),
+)
+# What a budget is for: "my budget for the trip", "our wedding budget".
+_BUDGET_PURPOSE = (
+    re.compile(
+        r"\bbudget for (?:the |my |our |a |an |this |that |his |her |their )?([^\W\d_]+)", re.I
+    ),
+    re.compile(r"\b([^\W\d_]+) budget\b", re.I),
+)
+# Words before "allergy" or "budget" that say how much or how often, not of what.
+_NO_ITEM = frozenset(
+    "severe mild bad serious slight minor major terrible awful real new old weird strange nasty "
+    "food monthly weekly daily yearly annual total overall whole entire current max maximum".split()
+)
+# A correction that names the item it replaces: "I'm allergic to sesame, not shellfish".
+_CORRECTED = re.compile(r"\b(?:not|no longer)\s+(?:allergic to\s+)?(?:the\s+)?([^\W\d_]+)", re.I)
+
+
+def _corrected(attribute: str, text: str) -> list[str]:
+    """The itemised allergy keys ``text`` says are wrong ("..., not shellfish"), under the
+    same subject as ``attribute``."""
+    key, _, item = attribute.partition("/")
+    if _slug(key) != "allergy" or not item:
+        return []
+    found = (_singular(m.group(1).lower()) for m in _CORRECTED.finditer(text))
+    return [f"{key}/{word}" for word in found if word != item and word not in FUNCTION_WORDS]
+
+
+def _singular(word: str) -> str:
+    """A plural noun's singular, by its ending (peanuts -> peanut, berries -> berry)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "oes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _named_item(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
+    """The first item the ``patterns`` find in ``text`` (in their order) that is not a
+    function word or a word of :data:`_NO_ITEM`, singular and lower-cased."""
+    for pattern in patterns:
+        for m in pattern.finditer(text):
+            word = m.group(1).lower()
+            if word not in FUNCTION_WORDS and word not in _NO_ITEM:
+                return _singular(word)
+    return None
+
+
+def _item(slug: str, words: str, sentence: str) -> str | None:
+    """The item an :data:`_ITEMISED` slug's statement names, as a key part: from the
+    matched ``words`` (a format, an access need, a diet) or from the ``sentence`` (what an
+    allergy is to, what a budget is for); None when it names none."""
+    if slug == "allergy":
+        return _named_item(_ALLERGEN, sentence)
+    if slug == "budget":
+        return _named_item(_BUDGET_PURPOSE, sentence)
+    words = words.lower()
+    if slug == "diet":
+        return _DIET_ITEM.get(words, words)
+    words = re.sub(r"^colou?r[ -]?", "colour_", words)
     for start, item in _ITEM_OF.items():
         if words.startswith(start):
             return item
@@ -832,15 +938,40 @@ def _attribute(sentence: str, preference_like: bool = True) -> str | None:
         if pattern is _LANGUAGE_REQUEST and not preference_like:
             continue
         m = pattern.search(sentence)
+        if m and slug == "occupation" and not _names_a_role(m, sentence):
+            m = None
         if m:
-            subject = _subject(sentence[: m.start()])
+            subject = _subject(sentence[: m.start()], slug in {"allergy", "budget"})
             if slug in _ITEMISED:
-                slug = f"{slug}/{_item(m.group(1))}"
+                item = _item(slug, m.group(1) if pattern.groups else "", sentence)
+                slug = f"{slug}/{item}" if item else slug
             return f"{subject}:{slug}" if subject else slug
     m = _MY_NOUN.search(sentence)
-    if m and m.group(1).lower() not in _STOP_NOUNS:
+    if m and m.group(1).lower() not in _STOP_NOUNS and not _PERSON_NOUN.fullmatch(m.group(1)):
         return re.sub(r"[^a-z]+", "_", m.group(1).lower()).strip("_")
     return None
+
+
+# "I'm a/an" then what is no role: a trait or a taste ("a morning person", "a big fan of
+# jazz", "a bit of a perfectionist", "a mum of two"), a degree ("a little tired") or a time
+# ("an hour late").
+_NOT_A_ROLE = frozenset(
+    "of person people fan fans lover lovers type kind sort bit lot little tad fanatic addict "
+    "enthusiast buff nerd geek junkie believer minute hour day week month year".split()
+)
+_CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]| - |\b(?:and|but|so|because|who|which|that)\b")
+_I_AM_A = re.compile(r"i(?:'m| am) an?", re.I)
+
+
+def _names_a_role(m: re.Match[str], sentence: str) -> bool:
+    """Whether an occupation cue matched in ``sentence`` states one: every cue does but "I'm
+    a/an", whose few following words must name no trait, degree or time."""
+    if not _I_AM_A.fullmatch(m.group(1)):
+        return True
+    rest = sentence[m.end() :]
+    end = _CLAUSE_END.search(rest)
+    words = re.findall(r"[^\W\d_]+", (rest[: end.start()] if end else rest).lower())
+    return 0 < len(words) <= 6 and not _NOT_A_ROLE.intersection(words)
 
 
 def _kind(sentence: str) -> RecordKind:

@@ -170,14 +170,17 @@ async def test_update_supersedes_only_the_same_subject_and_attribute(
     _turns(store, "s2", [(Role.USER, None, "My son is allergic to peanuts, sadly.")])
     second = await extract_session(store, SCOPE, "s2", OfflineExtractor())
     assert second.superseded == ()
-    assert second.records[0].attribute == "son:allergy"
+    assert second.records[0].attribute == "son:allergy/peanut"
     clock.advance(days=3)
     _turns(store, "s3", [(Role.USER, None, "Turns out I'm allergic to sesame, not shellfish.")])
     third = await extract_session(store, SCOPE, "s3", OfflineExtractor())
     assert len(third.superseded) == 1
     old = store.get(SCOPE, third.superseded[0])
-    assert old is not None and "shellfish" in old.text and old.attribute == "allergy"
-    assert {r.attribute for r in store.list_records(SCOPE)} == {"son:allergy", "allergy"}
+    assert old is not None and "shellfish" in old.text and old.attribute == "allergy/shellfish"
+    assert {r.attribute for r in store.list_records(SCOPE)} == {
+        "son:allergy/peanut",
+        "allergy/sesame",
+    }
 
 
 @pytest.mark.anyio
