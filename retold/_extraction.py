@@ -796,6 +796,18 @@ _POINTS_AT = re.compile(r"\b(?:this|that|these|those)\b", re.I)
 _CJK_SUBJECT = re.compile(CJK_SOMEONE)
 _CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
+# One of the principal's people, named: "my sister", "my daughter Mila", "my best friend Sam"
+# (not "my brother's girlfriend", whose subject is the girlfriend).
+_PERSON_OF_MINE = re.compile(
+    r"\bmy (?:(?:best|older|younger|little|big|eldest|oldest|youngest|twin|new) )?"
+    rf"{RELATIONS}\b(?!'s)(?: (?-i:[A-Z][^\W\d_]+)\b(?!'s))?",
+    re.I,
+)
+# A sentence whose subject is a third person: "She's a nurse.", "And he can't leave.", "Her
+# hearing is bad."
+_THIRD_PERSON = re.compile(
+    r"^\W*(?:(?:and|but|also|oh|so|btw|plus),?\s+)?(?:she|he|they|her|his|their)\b", re.I
+)
 
 
 def _subject(clause: str, noun_cue: bool = False) -> str | None:
@@ -941,6 +953,8 @@ def _attribute(sentence: str, preference_like: bool = True) -> str | None:
         if m and slug == "occupation" and not _names_a_role(m, sentence):
             m = None
         if m:
+            if _THIRD_PERSON.match(sentence[: m.start()]):
+                return None  # "They're vegetarian": someone's, not said whose
             subject = _subject(sentence[: m.start()], slug in {"allergy", "budget"})
             if slug in _ITEMISED:
                 item = _item(slug, m.group(1) if pattern.groups else "", sentence)
@@ -1048,9 +1062,16 @@ class OfflineExtractor:
         out: list[ExtractedRecord] = []
         confirmed = _confirmed(turns, user)
         consumed = {t.turn_index for t in confirmed.values()}
+        # The one person of the principal's that their latest sentence naming anyone named
+        # ("My sister Ines lives in Porto."), with the turn that named them and that turn's
+        # ordinal among the principal's turns: a sentence in the same or the next turn whose
+        # subject is "she", "he" or "they" is about them ("She's a nurse there.").
+        someone: tuple[str, int, int] | None = None
+        ordinal = 0
         for turn in turns:
             if not is_principal_turn(turn, user) or turn.turn_index in consumed:
                 continue
+            ordinal += 1
             # The record written for the turn's previous sentence, when that sentence
             # described the user ("I'm dyslexic, big blocks of text are hard for me."):
             # a standing instruction right after it is asked for that reason, and keeps it.
@@ -1072,6 +1093,24 @@ class OfflineExtractor:
                     reason = previous = None
                     continue
                 evidence: tuple[int, ...] = (turn.turn_index,)
+                named = {
+                    m.group(0).casefold(): m.group(0) for m in _PERSON_OF_MINE.finditer(sentence)
+                }
+                if named:
+                    # two people named leave "she" unresolved
+                    only = next(iter(named.values())) if len(named) == 1 else None
+                    someone = (only, turn.turn_index, ordinal) if only else None
+                elif (
+                    someone is not None
+                    and someone[2] >= ordinal - 1
+                    and _THIRD_PERSON.match(sentence)
+                ):
+                    # "My daughter Mila: she's allergic to strawberries." (with both turns)
+                    person, named_in, _ = someone
+                    sentence = (
+                        f"{person[0].upper()}{person[1:]}: {sentence[0].lower()}{sentence[1:]}"
+                    )
+                    evidence = tuple(sorted({named_in, turn.turn_index}))
                 confirmation = confirmed.get(turn.turn_index)
                 if (
                     confirmation is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -573,3 +574,90 @@ async def test_a_preference_in_a_list_about_oneself_is_not_superseded_as_a_fact(
     assert result.superseded == ()
     (kept,) = [r for r in store.list_records(SCOPE) if r.text == said]
     assert (kept.kind, kept.attribute) == (RecordKind.PREFERENCE, "answer_style.format/lists")
+
+
+# (the principal's turns, an assistant reply after each; the record the last sentence must
+# yield and the evidence turns it cites, or None when it may not be read as about one of the
+# principal's people)
+PRONOUN_CASES = [
+    (
+        ["My sister Ines lives in Porto.", "She's a pediatric nurse there."],
+        ("My sister Ines: she's a pediatric nurse there.", (0, 2)),
+    ),
+    (
+        [
+            "My partner Tomás is staying in Valencia until June. He can't leave his ward before then."
+        ],
+        ("My partner Tomás: he can't leave his ward before then.", (0,)),
+    ),
+    (
+        ["My daughter Mila turns six.", "She's allergic to strawberries, so no strawberry cake."],
+        ("My daughter Mila: she's allergic to strawberries, so no strawberry cake.", (0, 2)),
+    ),
+    (
+        ["What's a good gift for my mum? She likes gardening and jazz."],
+        ("My mum: she likes gardening and jazz.", (0,)),
+    ),
+    (
+        ["My friend Sam is visiting next week.", "They're vegetarian, so no meat dishes please."],
+        ("My friend Sam: they're vegetarian, so no meat dishes please.", (0, 2)),
+    ),
+    (
+        ["My grandma is 92.", "Her hearing is pretty bad these days."],
+        ("My grandma: her hearing is pretty bad these days.", (0, 2)),
+    ),
+    (["I met a woman at the gym today.", "She was really nice."], None),
+    (["My boss and my colleague are both out this week. She asked me to cover."], None),
+    (["Can you recommend a book?", "She likes thrillers."], None),
+    (
+        [
+            "My sister is visiting.",
+            "What should we cook?",
+            "Any ideas for dessert?",
+            "She's vegan.",
+        ],
+        None,
+    ),
+    (["My brother's girlfriend is lovely.", "He met her in Lisbon."], None),
+]
+_READ_AS_SOMEONE = re.compile(r"^My [^:]+: (?:she|he|they|her|his|their)\b")
+
+
+@pytest.mark.parametrize(("said", "expected"), PRONOUN_CASES)
+def test_a_third_person_is_read_as_the_person_just_named(
+    said: list[str], expected: tuple[str, tuple[int, ...]] | None
+) -> None:
+    """A sentence whose subject is "she", "he" or "they", in the turn that named one of the
+    principal's people or the next one, is a record about that person, citing both turns;
+    with no such person (none, two, a stranger's, or named too long ago) it is not."""
+    turns = []
+    for i, text in enumerate(said):
+        for index, role, words in ((2 * i, Role.USER, text), (2 * i + 1, Role.ASSISTANT, "I see.")):
+            turns.append(
+                TranscriptTurn(session_id="s", turn_index=index, role=role, text=words, time=T0)
+            )
+    records = OfflineExtractor().extract(turns, user=None)
+    if expected is None:
+        assert not [r.text for r in records if _READ_AS_SOMEONE.match(r.text)]
+        return
+    text, evidence = expected
+    (record,) = [r for r in records if _READ_AS_SOMEONE.match(r.text)]
+    assert (record.text, record.evidence_turns) == (text, evidence)
+
+
+def test_someone_elses_allergy_read_through_a_pronoun_is_keyed_to_them() -> None:
+    """The pronoun's person is the key's subject: the daughter's allergy never replaces the
+    principal's; "they" with nobody named keys nothing."""
+    said = [
+        "My daughter Mila turns six on May 14.",
+        "She's allergic to strawberries, so no strawberry cake.",
+        "Can you suggest a dinner? They're vegetarian, so no meat dishes, please.",
+    ]
+    turns = [
+        TranscriptTurn(session_id="s", turn_index=i, role=Role.USER, text=text, time=T0)
+        for i, text in enumerate(said)
+    ]
+    keys = {r.text: r.attribute for r in OfflineExtractor().extract(turns, user=None)}
+    mila = "My daughter Mila: she's allergic to strawberries, so no strawberry cake."
+    assert keys[mila] == "daughter:allergy/strawberry"
+    assert keys["They're vegetarian, so no meat dishes, please."] is None

@@ -56,6 +56,7 @@ REPLACES = [
 
 # (earlier statement, later statement): both stay true; the later one replaces nothing.
 ADDS_UP = [
+    ("I'm vegan.", "They're vegetarian, so no meat dishes, please."),
     ("I'm allergic to peanuts.", "I'm also allergic to shellfish."),
     ("I'm allergic to penicillin.", "My daughter is allergic to cats."),
     ("I work at Siemens.", "I'm a big fan of jazz."),
