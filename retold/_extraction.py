@@ -665,9 +665,13 @@ _ATTRIBUTES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(allergic|allerg(?:y|ies))\b", re.I), "allergy"),
     (re.compile(r"\b(vegan|vegetarian|pescatarian|gluten|keto|halal|kosher)\b", re.I), "diet"),
     (
-        # "I'm a/an ..." only when what follows names a role (see _names_a_role)
+        # only when what follows names a workplace or a role (see _names_a_role)
         re.compile(
-            r"\b(i work (?:at|for|as)|i'm working (?:at|for|as)|"
+            r"\b(i (?:now |still |currently )?work (?:at|for|as)|"
+            r"i'm (?:now |still |currently )?working (?:at|for|as)|"
+            r"(?:i've |i have |i )?(?:just )?started working (?:at|for|as)|"
+            r"(?:started|starting|got|took|accepted|landed|found|have) (?:a |my |the )?new job "
+            r"(?:at|as|with|in)|(?:i got|i was|i've been|i have been|got) hired (?:at|by|as)|"
             r"my (?:new )?job (?:is (?:as )?an?|at|as)|i'm an?|i am an?)\b",
             re.I,
         ),
@@ -975,14 +979,29 @@ _NOT_A_ROLE = frozenset(
 )
 _CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]| - |\b(?:and|but|so|because|who|which|that)\b")
 _I_AM_A = re.compile(r"i(?:'m| am) an?", re.I)
+# "work at/for" a place, an employer or a person, not a time or a place of the day ("I work
+# at night", "I'm working at home today", "I work for hours"); "work as" a role ("as a
+# nurse", not "as hard as anyone").
+_NOT_A_WORKPLACE = re.compile(
+    r"\s*(?:home|night|nights|weekends?|the (?:moment|weekend|end|same time)|least|times|"
+    r"my desk|hours|days|weeks|months|years|a (?:while|bit)|long|now|free|fun|\d)\b",
+    re.I,
+)
+_AS_A_ROLE = re.compile(r"\s*(?:an?|the)\b", re.I)
 
 
 def _names_a_role(m: re.Match[str], sentence: str) -> bool:
-    """Whether an occupation cue matched in ``sentence`` states one: every cue does but "I'm
-    a/an", whose few following words must name no trait, degree or time."""
-    if not _I_AM_A.fullmatch(m.group(1)):
-        return True
+    """Whether an occupation cue matched in ``sentence`` states one: "work at/for" must not
+    name a time or home, "work as" needs a role after it, and "I'm a/an" a few words naming
+    no trait, degree or time."""
+    cue = m.group(1).lower()
     rest = sentence[m.end() :]
+    if cue.endswith(("at", "for")):
+        return not _NOT_A_WORKPLACE.match(rest)
+    if cue.endswith("as") and not cue.startswith("my"):
+        return bool(_AS_A_ROLE.match(rest))
+    if not _I_AM_A.fullmatch(cue):
+        return True
     end = _CLAUSE_END.search(rest)
     words = re.findall(r"[^\W\d_]+", (rest[: end.start()] if end else rest).lower())
     return 0 < len(words) <= 6 and not _NOT_A_ROLE.intersection(words)

@@ -52,6 +52,14 @@ REPLACES = [
     ("My favourite colour is blue.", "My favourite colour is green now."),
     ("I live in Munich.", "We moved to the US in 2019."),
     ("My budget is 500.", "My monthly budget is 600 now."),
+    ("I work at Siemens.", "I just started a new job at Bosch."),
+    ("I'm a teacher.", "I got a new job as a school librarian."),
+    ("I work for a bank.", "I got hired by a startup last week."),
+    ("I work as a waiter.", "I've started working as a barista."),
+    ("I work at Siemens.", "I now work for Bosch."),
+    ("I work at Siemens.", "I quit my job at Siemens."),
+    ("I work at Siemens.", "I'm now working at Bosch."),
+    ("I work as a nurse.", "I work as a midwife now."),
 ]
 
 # (earlier statement, later statement): both stay true; the later one replaces nothing.
@@ -102,6 +110,16 @@ ADDS_UP = [
     ("I'm vegan.", "My son is vegan too."),
     ("I'm vegetarian.", "I'm halal as well, so no pork either."),
     ("I'm lactose intolerant.", "I'm vegan."),
+    ("I work at Siemens.", "My husband just started a new job at Bosch."),
+    ("I work at Siemens.", "I started a new job search."),
+    ("I work at Siemens.", "I had a job interview at Bosch."),
+    ("I work at Siemens.", "I'm working at home today."),
+    ("I work at Siemens.", "I work at night mostly."),
+    ("I work at Siemens.", "I work for hours without a break."),
+    ("I work as a nurse.", "I work as hard as anyone."),
+    ("I work at Siemens.", "I'm working at the moment, talk later."),
+    ("I'm a nurse.", "My sister got a new job as a nurse too."),
+    ("I work at Siemens.", "I work at my desk until six."),
 ]
 
 
