@@ -459,6 +459,48 @@ _NOT_A_QUESTION = re.compile(
 # "When you list steps, number them" / "When I was a kid, I lived in Lima": a sentence that
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
+# A statement, then a question about it after a comma: "My passport expires in August, is
+# that a problem?", "I'm lactose intolerant, what cheeses can I eat?". The question opens
+# with an auxiliary or a question word.
+_THEN_A_QUESTION = re.compile(
+    r",\s+(?=(?:is|are|was|were|do|does|did|can|could|should|would|will|shall|any|what|"
+    r"what's|which|who|whom|whose|how|where|when|why)\b[^,]*\?\s*$)",
+    re.I,
+)
+# ... but not when what comes before the comma only leads into the question ("I was
+# wondering, ...", "I'm confused, ...", "I have a quick question, ...", "Me again, ...").
+_LEADS_IN = re.compile(
+    r"^\W*(?:(?:ok|okay|so|also|and|hi|hey|sorry|honestly|btw|by the way),?\s+)*"
+    r"(?:i(?:'m| am| was)? (?:just |really |a bit |still )?(?:wondering|curious|confused|"
+    r"not sure|unsure|lost|stuck|thinking)|i have (?:a|another|one more)(?: quick| small| short)? "
+    r"question|(?:one more|another|quick|a quick) question|i need (?:some )?(?:help|advice)|"
+    r"me again|just curious|quick one)\b[^,]*$",
+    re.I,
+)
+
+
+def _stated_before_question(sentence: str) -> str | None:
+    """The statement a question sentence opens with ("My flight lands at 6am" of "My flight
+    lands at 6am, can you suggest a breakfast place?"), when it is one about the principal;
+    else None."""
+    if not asks(sentence):
+        return None
+    parts = _THEN_A_QUESTION.split(sentence, maxsplit=1)
+    if len(parts) != 2:
+        return None
+    stated = parts[0].strip()
+    if (
+        _too_short(stated)
+        or not _FIRST_PERSON.search(stated)
+        or _QUESTION_START.match(stated)
+        or _SUBORDINATE_OPENER.match(f"{stated}, x")
+        or _LEADS_IN.match(stated)
+        or _HYPOTHETICAL.search(stated)
+    ):
+        return None
+    return f"{stated}."
+
+
 _SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
@@ -800,18 +842,45 @@ _POINTS_AT = re.compile(r"\b(?:this|that|these|those)\b", re.I)
 _CJK_SUBJECT = re.compile(CJK_SOMEONE)
 _CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
-# One of the principal's people, named: "my sister", "my daughter Mila", "my best friend Sam"
-# (not "my brother's girlfriend", whose subject is the girlfriend).
+# One of the principal's people, named: "my sister", "my daughter Mila", "our neighbour Mrs.
+# Li", "my wife's sister", or opening the sentence, "Karim's mum" (not "my brother's
+# girlfriend" alone, whose subject is the girlfriend).
 _PERSON_OF_MINE = re.compile(
-    r"\bmy (?:(?:best|older|younger|little|big|eldest|oldest|youngest|twin|new) )?"
-    rf"{RELATIONS}\b(?!'s)(?: (?-i:[A-Z][^\W\d_]+)\b(?!'s))?",
+    r"(?:\b(?:my|our) (?:(?:best|older|younger|little|big|eldest|oldest|youngest|twin|new) )?"
+    rf"(?:{RELATIONS}'s )?|^\W*(?:(?:and|also|so|oh|btw|plus|update:?),?\s+)?"
+    r"(?-i:[A-Z][^\W\d_]+)'s )"
+    rf"{RELATIONS}\b(?!'s)(?: (?:(?-i:Mr|Mrs|Ms|Dr)\.? )?(?-i:[A-Z][^\W\d_]+)\b(?!'s))?",
     re.I,
 )
 # A sentence whose subject is a third person: "She's a nurse.", "And he can't leave.", "Her
 # hearing is bad."
 _THIRD_PERSON = re.compile(
-    r"^\W*(?:(?:and|but|also|oh|so|btw|plus),?\s+)?(?:she|he|they|her|his|their)\b", re.I
+    r"^\W*(?:(?:and|but|also|oh|so|btw|plus),?\s+)?(she|he|they|her|his|their)\b", re.I
 )
+# Relations that name a woman or a man: "she" is not "my brother", "he" not "my sister".
+_WOMAN = re.compile(
+    r"\b(?:mum|mom|mother|sisters?|wife|girlfriend|fianc[ée]e|daughters?|aunt|nieces?|"
+    r"grand(?:ma|mother|daughter))$",
+    re.I,
+)
+_MAN = re.compile(
+    r"\b(?:dad|father|brothers?|husband|boyfriend|fianc[ée]|sons?|uncle|nephews?|"
+    r"grand(?:pa|father|son))$",
+    re.I,
+)
+_NAMED = re.compile(r" (?:(?:Mr|Mrs|Ms|Dr)\.? )?[A-Z][^\W\d_]+$")
+
+
+def _agrees(pronoun: str, person: str) -> bool:
+    """Whether ``pronoun`` can stand for ``person`` ("my daughter Mila"): "she" and "her" not
+    for a man's relation, "he" and "his" not for a woman's; "they" for anyone."""
+    relation = _NAMED.sub("", person)
+    pronoun = pronoun.lower()
+    if pronoun in {"she", "her"}:
+        return not _MAN.search(relation)
+    if pronoun in {"he", "his"}:
+        return not _WOMAN.search(relation)
+    return True
 
 
 def _subject(clause: str, noun_cue: bool = False) -> str | None:
@@ -1112,6 +1181,7 @@ class OfflineExtractor:
                     reason = previous = None
                     continue
                 evidence: tuple[int, ...] = (turn.turn_index,)
+                resolved = False
                 named = {
                     m.group(0).casefold(): m.group(0) for m in _PERSON_OF_MINE.finditer(sentence)
                 }
@@ -1122,7 +1192,8 @@ class OfflineExtractor:
                 elif (
                     someone is not None
                     and someone[2] >= ordinal - 1
-                    and _THIRD_PERSON.match(sentence)
+                    and (pronoun := _THIRD_PERSON.match(sentence)) is not None
+                    and _agrees(pronoun.group(1), someone[0])
                 ):
                     # "My daughter Mila: she's allergic to strawberries." (with both turns)
                     person, named_in, _ = someone
@@ -1130,6 +1201,7 @@ class OfflineExtractor:
                         f"{person[0].upper()}{person[1:]}: {sentence[0].lower()}{sentence[1:]}"
                     )
                     evidence = tuple(sorted({named_in, turn.turn_index}))
+                    resolved = True
                 confirmation = confirmed.get(turn.turn_index)
                 if (
                     confirmation is not None
@@ -1141,6 +1213,9 @@ class OfflineExtractor:
                     sentence = f"{sentence} {confirmation.text.strip()}"
                     evidence = (turn.turn_index, confirmation.turn_index)
                 request = standing_request(sentence)
+                stated = None if request else _stated_before_question(sentence)
+                if stated is not None:
+                    sentence = stated  # the statement is kept, its question is not
                 opener = _SUBORDINATE_OPENER.match(sentence)
                 main = sentence[opener.end() - 1 :] if opener else sentence
                 instruction = request or bool(
@@ -1192,7 +1267,8 @@ class OfflineExtractor:
                     reason = previous = None
                     continue
                 if not (
-                    _FIRST_PERSON.search(sentence)
+                    resolved
+                    or _FIRST_PERSON.search(sentence)
                     or _STATEMENT.search(sentence)
                     or (_SELF_DESCRIPTION.match(sentence) and _NEED.search(sentence))
                     or instruction

@@ -619,8 +619,30 @@ PRONOUN_CASES = [
         None,
     ),
     (["My brother's girlfriend is lovely.", "He met her in Lisbon."], None),
+    (
+        [
+            "Karim's mum is coming with us now.",
+            "She uses a wheelchair, so we need step-free places.",
+        ],
+        ("Karim's mum: she uses a wheelchair, so we need step-free places.", (0, 2)),
+    ),
+    (
+        ["Anna's dad had surgery on Monday.", "He's recovering at home."],
+        ("Anna's dad: he's recovering at home.", (0, 2)),
+    ),
+    (
+        ["Our neighbour Mrs. Li is 90.", "She still gardens every day."],
+        ("Our neighbour Mrs. Li: she still gardens every day.", (0, 2)),
+    ),
+    (
+        ["My wife's sister is visiting.", "She's bringing her baby."],
+        ("My wife's sister: she's bringing her baby.", (0, 2)),
+    ),
+    (["Karim's mum and my sister are both coming.", "She uses a wheelchair."], None),
+    (["I read that Einstein's wife was a physicist.", "She was brilliant."], None),
+    (["My sister and her husband visited.", "He works in Bern."], None),
 ]
-_READ_AS_SOMEONE = re.compile(r"^My [^:]+: (?:she|he|they|her|his|their)\b")
+_READ_AS_SOMEONE = re.compile(r"^[^:]+: (?:she|he|they|her|his|their)\b")
 
 
 @pytest.mark.parametrize(("said", "expected"), PRONOUN_CASES)
@@ -661,3 +683,50 @@ def test_someone_elses_allergy_read_through_a_pronoun_is_keyed_to_them() -> None
     mila = "My daughter Mila: she's allergic to strawberries, so no strawberry cake."
     assert keys[mila] == "daughter:allergy/strawberry"
     assert keys["They're vegetarian, so no meat dishes, please."] is None
+
+
+# (a question sentence of the principal's, the statement it opens with that is kept, or None)
+STATED_THEN_ASKED = [
+    (
+        "Also my passport expires in August, is that a problem for Portugal?",
+        "my passport expires in August",
+    ),
+    (
+        "My flight lands at 6am, can you suggest a breakfast place near the airport?",
+        "My flight lands at 6am",
+    ),
+    ("I'm lactose intolerant, what cheeses can I still eat?", "I'm lactose intolerant"),
+    (
+        "We have a 3-year-old and a dog, which car would fit us best?",
+        "We have a 3-year-old and a dog",
+    ),
+    ("I run a small bakery in Graz, how should I price sourdough?", "I run a small bakery in Graz"),
+    (
+        "My landlord raised the rent by 15%, is that even legal in Vienna?",
+        "My landlord raised the rent by 15%",
+    ),
+    ("If I leave at 5, will I make it to Salzburg by 8?", None),
+    ("What do you think, is it worth it?", None),
+    ("Honestly, is it worth learning Rust?", None),
+    ("Sorry, can you repeat that?", None),
+    ("By the way, what's the capital of Peru?", None),
+    ("I was wondering, could you explain how mortgages work?", None),
+    ("I'm confused, how does compound interest work?", None),
+    ("I have a quick question, does a PhD take 3 or 4 years in Germany?", None),
+    ("Just curious, do cats dream?", None),
+    ("When I get there, what should I see first?", None),
+    ("I'm vegetarian, any good protein sources besides tofu?", "I'm vegetarian"),
+    ("Me again, what was that recipe called?", None),
+]
+
+
+@pytest.mark.parametrize(("said", "stated"), STATED_THEN_ASKED)
+def test_a_statement_before_a_question_is_kept(said: str, stated: str | None) -> None:
+    """ "My flight lands at 6am, can you suggest a breakfast place?" keeps what the principal
+    stated and drops the question; a sentence that only leads into its question ("I was
+    wondering, ...", "If I leave at 5, ...") yields nothing."""
+    turn = TranscriptTurn(session_id="s", turn_index=0, role=Role.USER, text=said, time=T0)
+    texts = [r.text for r in OfflineExtractor().extract([turn], user=None)]
+    assert texts == ([] if stated is None else [next(t for t in texts if stated in t)])
+    if stated is not None:
+        assert texts[0].endswith(".") and "?" not in texts[0]
