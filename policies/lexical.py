@@ -34,6 +34,8 @@ __all__ = [
     "LexicalAdmissionJudge",
     "LexicalGapPlanner",
     "content_terms",
+    "distinct_things",
+    "items_of_one_list",
     "personal_turn",
     "stem",
     "turn_reach",
@@ -422,7 +424,7 @@ class LexicalAdmissionJudge:
     directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@5"
+    policy_id = "lexical-admission-judge-offline@6"
 
     def __init__(
         self, *, min_shared: int = 1, min_shared_impersonal: int = 2, max_admitted: int = 3
@@ -479,7 +481,8 @@ class LexicalAdmissionJudge:
                     shared_of.setdefault(record.id, set())
         # Two statements from different sessions that answer the same terms of the turn:
         # the newer one is what holds now (superseded records never get here: the store
-        # closed them when the update was written).
+        # closed them when the update was written), unless their keys say they are about
+        # different things ("allergic to peanuts", "also allergic to shellfish").
         for rid, shared in list(shared_of.items()):
             older = by_id[rid]
             for oid, other_shared in shared_of.items():
@@ -489,6 +492,7 @@ class LexicalAdmissionJudge:
                     and newer.session_id != older.session_id
                     and _when(newer) > _when(older)
                     and shared & other_shared
+                    and not distinct_things(older, newer)
                 ):
                     reasons[rid] = ReasonCode.STALE_OR_CONFLICTING
                     break
@@ -505,20 +509,45 @@ class LexicalAdmissionJudge:
         for *_, rid in scored[limit:]:
             reasons[rid] = ReasonCode.INSUFFICIENT
         # Statements of the same conversation as an admitted record complete it, and so do
-        # statements that share a specific term with one without being updated by it.
+        # statements that share a specific term with one without being updated by it, and
+        # the other items of a list one of them is an item of.
         sessions = {by_id[rid].session_id for rid in admitted}
         subjects = [_subject(by_id[rid]) for rid in admitted]
+        chosen = [by_id[rid] for rid in admitted]
         for record in usable:
             if (
                 record.id not in admitted
                 and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
                 and len(admitted) < self.max_admitted + 2
-                and (record.session_id in sessions or any(_subject(record) & s for s in subjects))
+                and (
+                    record.session_id in sessions
+                    or any(_subject(record) & s for s in subjects)
+                    or any(items_of_one_list(record, c) for c in chosen)
+                )
             ):
                 reasons[record.id] = ReasonCode.JOINTLY_HELPFUL
                 admitted.append(record.id)
         verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
         return AdmissionDecision(admitted=tuple(admitted), verdicts=verdicts, policy=self.policy_id)
+
+
+def distinct_things(a: Record, b: Record) -> bool:
+    """Whether the store says ``a`` and ``b`` are about different things: both carry an
+    attribute key (subject, attribute and item: ``allergy/peanut``, ``allergy/shellfish``,
+    ``son:allergy/egg``) and the keys differ. One is then no update of the other, however
+    alike their words (a later statement of the same key superseded the earlier when it was
+    written, so it never reaches a judge)."""
+    return bool(a.attribute and b.attribute and a.attribute != b.attribute)
+
+
+def items_of_one_list(a: Record, b: Record) -> bool:
+    """Whether ``a`` and ``b`` are items of one list the store keys: the same subject and
+    attribute with different items (``allergy/peanut`` and ``allergy/shellfish``). A judge
+    that admits one admits the other with it: half a list of allergies misleads."""
+    if not (a.attribute and b.attribute) or a.attribute == b.attribute:
+        return False
+    key, slash, _ = a.attribute.partition("/")
+    return bool(slash) and b.attribute.partition("/")[0] == key and "/" in b.attribute
 
 
 def _names(text: str) -> set[str]:

@@ -65,7 +65,7 @@ from retold._policies import (
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._typing import Embedder
 
-from .lexical import content_terms, turn_reach
+from .lexical import content_terms, distinct_things, items_of_one_list, turn_reach
 
 __all__ = [
     "BACKGROUND_REQUESTS",
@@ -361,7 +361,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@6"
+    policy_id = "semantic-admission-judge-local@7"
 
     def __init__(
         self,
@@ -389,6 +389,8 @@ class SemanticAdmissionJudge:
         self.succession_margin = succession_margin
 
     def _same_subject(self, a: Record, b: Record, similarity: float) -> bool:
+        if distinct_things(a, b):
+            return False  # the store's keys tell them apart: a second allergy, not an update
         if similarity >= self.same_thing:
             return True
         return similarity >= self.same_subject and _share_a_name(a.text, b.text)
@@ -499,9 +501,21 @@ class SemanticAdmissionJudge:
         kept.sort(key=lambda r: (-relevance[r.id], r.id))
         for record in kept[self.max_admitted :]:
             reasons[record.id] = ReasonCode.INSUFFICIENT
-        admitted = tuple(r.id for r in kept[: self.max_admitted])
+        admitted = [r.id for r in kept[: self.max_admitted]]
+        # The other items of a list an admitted record is an item of (a second allergy of
+        # the same person) come with it: half a list misleads.
+        chosen = kept[: self.max_admitted]
+        for record in usable:
+            if (
+                record.id not in admitted
+                and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
+                and len(admitted) < self.max_admitted + 2
+                and any(items_of_one_list(record, c) for c in chosen)
+            ):
+                reasons[record.id] = ReasonCode.JOINTLY_HELPFUL
+                admitted.append(record.id)
         verdicts = tuple(CandidateVerdict(record_id=r.id, reason=reasons[r.id]) for r in candidates)
-        return AdmissionDecision(admitted=admitted, verdicts=verdicts, policy=self.policy_id)
+        return AdmissionDecision(admitted=tuple(admitted), verdicts=verdicts, policy=self.policy_id)
 
 
 # What each promotable category is about, described in general terms (spec §4: response

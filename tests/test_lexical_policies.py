@@ -137,6 +137,34 @@ def test_judge_prefers_the_later_session_on_the_same_topic() -> None:
     assert reasons["old"] is ReasonCode.STALE_OR_CONFLICTING
 
 
+def test_judge_keeps_both_items_of_a_keyed_list() -> None:
+    """Two allergies the store keys apart (allergy/peanut, allergy/shellfish) are no update of
+    each other: both are admitted, though a later session's statement answers the same terms;
+    unkeyed, the older still gives way; one admitted item brings the list's other items."""
+    old = _record("old", "I'm allergic to peanuts.", session="s1", day=1)
+    new = _record("new", "I'm also allergic to shellfish.", session="s2", day=9)
+    keyed = [
+        old.model_copy(update={"attribute": "allergy/peanut"}),
+        new.model_copy(update={"attribute": "allergy/shellfish"}),
+    ]
+    judge = LexicalAdmissionJudge()
+    decision = judge.admit("What am I allergic to?", None, EMPTY, "draft", keyed)
+    assert sorted(decision.admitted) == ["new", "old"]
+    assert judge.admit("What am I allergic to?", None, EMPTY, "draft", [old, new]).admitted == (
+        "new",
+    )
+    mila = _record("mila", "My daughter is allergic to strawberries.", session="s3", day=12)
+    egg = _record("egg", "Eggs are out too for her.", session="s4", day=15)
+    hers = [
+        mila.model_copy(update={"attribute": "daughter:allergy/strawberry"}),
+        egg.model_copy(update={"attribute": "daughter:allergy/egg"}),
+    ]
+    decision = judge.admit("Is my daughter allergic to strawberries?", None, EMPTY, "", hers)
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ("mila", "egg")
+    assert reasons["egg"] is ReasonCode.JOINTLY_HELPFUL
+
+
 def test_judge_admits_session_mates_jointly() -> None:
     """Another statement of the admitted record's conversation is jointly helpful."""
     a = _record("a", "building a recipe app for my portfolio", turn=0)

@@ -213,6 +213,25 @@ async def test_judge_refuses_hypothetical_redacted_and_redundant_records() -> No
 
 
 @pytest.mark.anyio
+async def test_judge_keeps_both_items_of_a_keyed_list() -> None:
+    """Two allergies the store keys apart are no update of each other however alike: a list
+    item scoring below the margin comes with the admitted one, which it does not when the
+    store has not keyed them."""
+    judge = SemanticAdmissionJudge(_Axes(["allergic", "peanuts"]), same_thing=0.5)
+    peanut = _record("r1", "allergic peanuts", attribute="allergy/peanut")
+    shellfish = _record(
+        "r2", "allergic shellfish", session="s2", days=40, attribute="allergy/shellfish"
+    )
+    decision = await judge.admit("Am I allergic to peanuts?", None, EMPTY, "", [peanut, shellfish])
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert decision.admitted == ("r1", "r2")
+    assert reasons["r2"] is ReasonCode.JOINTLY_HELPFUL
+    unkeyed = [r.model_copy(update={"attribute": None}) for r in (peanut, shellfish)]
+    decision = await judge.admit("Am I allergic to peanuts?", None, EMPTY, "", unkeyed)
+    assert decision.admitted == ("r1",)
+
+
+@pytest.mark.anyio
 async def test_judge_keeps_the_newer_of_two_statements_that_say_the_same_thing() -> None:
     """Two near-identical statements from different sessions: only the newer is admitted."""
     judge = SemanticAdmissionJudge(_Axes(["salary"]), same_thing=0.95)
