@@ -416,15 +416,16 @@ class LexicalAdmissionJudge:
     statements from different sessions that answer the same terms of the turn, the older.
     No change word ("now", "moved", "actually") found in the session marks anything stale.
 
-    Other statements from the session of an admitted record (the same conversation), and
-    statements that share a specific term with an admitted one (joint evidence), are
-    ``jointly_helpful``. A short follow-up that points
+    Other statements from the message of an admitted record (its sentences, which may lean
+    on each other), statements that share a specific term with an admitted one (joint
+    evidence), and the other items of a keyed list one of them is an item of, are
+    ``jointly_helpful``; a session's other messages are not, being about anything. A short follow-up that points
     back at the conversation ("how do I fix it?") admits the statements of the latest
     conversation among the candidates. At most ``max_admitted`` records are admitted
     directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@6"
+    policy_id = "lexical-admission-judge-offline@7"
 
     def __init__(
         self, *, min_shared: int = 1, min_shared_impersonal: int = 2, max_admitted: int = 3
@@ -508,10 +509,10 @@ class LexicalAdmissionJudge:
         admitted = [rid for *_, rid in scored[:limit]]
         for *_, rid in scored[limit:]:
             reasons[rid] = ReasonCode.INSUFFICIENT
-        # Statements of the same conversation as an admitted record complete it, and so do
+        # Statements of the same message as an admitted record complete it, and so do
         # statements that share a specific term with one without being updated by it, and
         # the other items of a list one of them is an item of.
-        sessions = {by_id[rid].session_id for rid in admitted}
+        turns = {(by_id[rid].session_id, _turn_of(by_id[rid])) for rid in admitted}
         subjects = [_subject(by_id[rid]) for rid in admitted]
         chosen = [by_id[rid] for rid in admitted]
         for record in usable:
@@ -520,7 +521,7 @@ class LexicalAdmissionJudge:
                 and reasons[record.id] in (ReasonCode.INSUFFICIENT, ReasonCode.HELPFUL)
                 and len(admitted) < self.max_admitted + 2
                 and (
-                    record.session_id in sessions
+                    (record.session_id, _turn_of(record)) in turns
                     or any(_subject(record) & s for s in subjects)
                     or any(items_of_one_list(record, c) for c in chosen)
                 )

@@ -165,13 +165,16 @@ def test_judge_keeps_both_items_of_a_keyed_list() -> None:
     assert reasons["egg"] is ReasonCode.JOINTLY_HELPFUL
 
 
-def test_judge_admits_session_mates_jointly() -> None:
-    """Another statement of the admitted record's conversation is jointly helpful."""
+def test_judge_admits_message_mates_jointly() -> None:
+    """Another sentence of the admitted record's message is jointly helpful; another message
+    of its session, about something else, is not."""
     a = _record("a", "building a recipe app for my portfolio", turn=0)
-    b = _record("b", "decided on Supabase for auth", turn=2)
-    decision = LexicalAdmissionJudge().admit("add login to my app", None, EMPTY, "draft", [a, b])
+    b = _record("b", "decided on Supabase for auth", turn=0)
+    c = _record("c", "I visited the Eiffel Tower last year", turn=2)
+    decision = LexicalAdmissionJudge().admit("add login to my app", None, EMPTY, "draft", [a, b, c])
     assert decision.admitted == ("a", "b")
-    assert {v.record_id: v.reason for v in decision.verdicts}["b"] is ReasonCode.JOINTLY_HELPFUL
+    reasons = {v.record_id: v.reason for v in decision.verdicts}
+    assert (reasons["b"], reasons["c"]) == (ReasonCode.JOINTLY_HELPFUL, ReasonCode.INSUFFICIENT)
 
 
 def test_judge_redundant_and_empty() -> None:
