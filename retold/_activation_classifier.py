@@ -15,7 +15,6 @@ from ._activation_rules import (
     HELPS_WHEN_YOU,
     IF_IDIOM,
     POLITE_REQUEST,
-    RELATIONS,
     RESPONSE_CONDITION,
     RULE_FOR_YOU,
     SAME_AGAIN,
@@ -53,6 +52,7 @@ from ._lexicon import (
     LANGUAGE_PREPOSITION,
     LENGTH_LIMIT,
     NON_LATIN_LANGUAGES,
+    RELATIONS,
     TURKISH_REPLY_VERB,
 )
 from ._records import EvidenceRef

@@ -39,6 +39,7 @@ from ._lexicon import (
     FOREIGN_WITHDRAWAL,
     HINDI_SOMEONE_ELSE,
     HINDI_WITHDRAWAL,
+    RELATIONS,
     WORD_CHAR,
 )
 from ._records import (
@@ -335,17 +336,6 @@ _THINGS = frozenset(
     "temperatures prices distances weights measurements amounts currencies".split()
 )
 _THING_ANAPHOR = frozenset({"they", "them", "their", "theirs"})
-# An instruction on how to address someone else ("answer my sister in Italian", "reply to
-# my mum in Spanish", "tell my boss the answers in French"): the reply is for that person,
-# so it is not the principal's own preference. The people are kin and social roles.
-RELATIONS = (
-    r"(?:mum|mom|mother|dad|father|parents?|sisters?|brothers?|siblings?|wife|husband|"
-    r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids?|children|child|"
-    r"baby|grand(?:ma|pa|mother|father|parents?|son|daughter|kids?|children)|aunt|uncle|"
-    r"cousins?|nieces?|nephews?|family|in-laws?|boss|manager|colleagues?|coworkers?|"
-    r"co-workers?|team|clients?|customers?|students?|pupils?|teachers?|friends?|flatmates?|"
-    r"roommates?|neighbou?rs?|guests?|readers?|audience|patients?|doctor|landlord|tenants?)"
-)
 # A person named: a possessive, people in general, or a relation ("my", "users", "kids").
 _PERSON_WORD = re.compile(
     rf"(?:my|our|his|her|their|people|users|guys|folks|everyone|everybody|{RELATIONS})"

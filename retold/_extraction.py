@@ -35,7 +35,6 @@ from ._activation_classifier import (
 from ._activation_rules import (
     IF_IDIOM,
     ONLY_STANDS,
-    RELATIONS,
     SAME_AGAIN,
     SHARED_WITHDRAWAL,
     STATEMENT_LEAD_IN,
@@ -68,6 +67,7 @@ from ._lexicon import (
     LENGTH_LIMIT,
     MONTH_NAMES,
     NON_LATIN_LANGUAGES,
+    RELATIONS,
     TURKISH_REPLY_VERB,
     WEEKDAY_NAMES,
 )

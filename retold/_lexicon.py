@@ -46,6 +46,7 @@ __all__ = [
     "LENGTH_LIMIT",
     "MONTH_NAMES",
     "NON_LATIN_LANGUAGES",
+    "RELATIONS",
     "STYLE_IN_ENGLISH",
     "TURKISH_REPLY_VERB",
     "WEEKDAY_NAMES",
@@ -64,6 +65,16 @@ FUNCTION_WORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself yourselves
     s t don ve ll re m d also ever did get got go going went like really yeah oh hey hi thanks
     thank wow just much many kind sort lot lots thing things""".split()
+)
+#: Kin and social roles, the people of someone's life: the people an instruction may be
+#: about ("answer my sister in Italian"), and whom a pronoun may stand for.
+RELATIONS = (
+    r"(?:mum|mom|mother|dad|father|parents?|sisters?|brothers?|siblings?|wife|husband|"
+    r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids?|children|child|"
+    r"baby|grand(?:ma|pa|mother|father|parents?|son|daughter|kids?|children)|aunt|uncle|"
+    r"cousins?|nieces?|nephews?|family|in-laws?|boss|manager|colleagues?|coworkers?|"
+    r"co-workers?|team|clients?|customers?|students?|pupils?|teachers?|friends?|flatmates?|"
+    r"roommates?|neighbou?rs?|guests?|readers?|audience|patients?|doctor|landlord|tenants?)"
 )
 #: Month and weekday names, as regex alternations.
 MONTH_NAMES = (
