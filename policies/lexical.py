@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
+from retold._lexicon import RELATIONS
 from retold._policies import (
     AdmissionDecision,
     CandidateVerdict,
@@ -36,6 +37,8 @@ __all__ = [
     "content_terms",
     "distinct_things",
     "items_of_one_list",
+    "names_any",
+    "people_asked_about",
     "personal_turn",
     "stem",
     "turn_reach",
@@ -281,6 +284,24 @@ _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
 _OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
+# The name of one of the principal's people as a record introduces them: "my partner Jonas",
+# "my best friend, Sam,", "our neighbour Mrs. Li", "Jonas, my partner", "Jonas is my partner".
+_TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
+_PERSON_INTRODUCED = re.compile(
+    rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?i:{RELATIONS}),?\s+{_TITLE}([A-Z][^\W\d_]+)"
+    rf"|\b([A-Z][^\W\d_]+),?\s+(?:is\s+)?(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?i:{RELATIONS})\b"
+)
+# A capitalised word where a question names a person: its subject after an auxiliary ("What
+# does Jonas do?", "Is Mrs. Li ...?") or the object of a preposition ("a gift for Ines").
+_MAY_NAME = re.compile(
+    r"\b(?i:does|did|is|was|has|had|will|would|can|could|should|do|are|were|for|with|to|"
+    rf"about|from|and)\s+{_TITLE}([A-Z][a-z]+)\b"
+)
+
+
+def _people_named(candidates: Sequence[str]) -> set[str]:
+    """The names the ``candidates`` give the principal's people ("my partner Jonas")."""
+    return {m.group(1) or m.group(2) for c in candidates for m in _PERSON_INTRODUCED.finditer(c)}
 
 
 def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
@@ -306,16 +327,32 @@ def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
     return personal, personal or bool(_DEFINITE.search(unquoted))
 
 
+def people_asked_about(turn: str, candidates: Sequence[str]) -> set[str]:
+    """The names of the principal's people ``turn`` asks about ("What does Jonas do?"): a
+    name a question asks about that one of the ``candidates`` introduces as one of theirs
+    ("my partner Jonas"), not a name anybody may ask about ("What did Einstein discover?").
+    A turn that asks about them reaches memory for the records that name them."""
+    asked = {m.group(1) for m in _MAY_NAME.finditer(QUOTED_SPAN.sub(" ", turn))}
+    return asked & _people_named(candidates) if asked else set()
+
+
+def names_any(text: str, names: set[str]) -> bool:
+    """Whether ``text`` writes one of ``names`` as a word."""
+    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
+
+
 def _personal_or_named(turn: str) -> bool:
-    """Whether ``turn`` is personal, or has a possessive that may name someone the principal
-    told us about ("When is Carla's birthday?", "Finn's party is Friday, ..."; not
-    "What's ..."): the judge checks the name against the candidates (:func:`turn_reach`)."""
+    """Whether ``turn`` is personal, or has a possessive or a question's subject or object
+    that may name someone the principal told us about ("When is Carla's birthday?", "Finn's
+    party is Friday, ...", "What does Jonas do?"; not "What's ..."): the judge checks the
+    name against the candidates (:func:`turn_reach`)."""
     unquoted = QUOTED_SPAN.sub(" ", turn)
     opener = _OPENING_POSSESSIVE.match(unquoted.strip())
     return (
         turn_reach(turn, ())[0]
         or bool(NAMED_POSSESSIVE.search(unquoted))
         or (opener is not None and opener.group(0).casefold() not in _STOPWORDS)
+        or bool(_MAY_NAME.search(unquoted))
     )
 
 
@@ -337,7 +374,7 @@ class LexicalGapPlanner:
     finds the user's recent statements, and the judge admits the latest conversation's.
     """
 
-    policy_id = "lexical-gap-planner-offline@5"
+    policy_id = "lexical-gap-planner-offline@6"
 
     def plan(
         self,
@@ -425,7 +462,7 @@ class LexicalAdmissionJudge:
     directly, best overlap first; an inconclusive set is EMPTY.
     """
 
-    policy_id = "lexical-admission-judge-offline@7"
+    policy_id = "lexical-admission-judge-offline@8"
 
     def __init__(
         self, *, min_shared: int = 1, min_shared_impersonal: int = 2, max_admitted: int = 3
@@ -450,6 +487,10 @@ class LexicalAdmissionJudge:
         usable: list[Record] = []
         turn_names, turn_lower = _names(turn), _lower_words(turn)
         personal, reach = turn_reach(turn, [r.text for r in candidates])
+        # A question about one of the principal's people by name ("What does Jonas do?") is
+        # personal for the records that name them.
+        asked = set() if personal else people_asked_about(turn, [r.text for r in candidates])
+        personal, reach = personal or bool(asked), reach or bool(asked)
         reach = reach or bool(_PERSONALISE_CUES.search(turn))
         needed = self.min_shared if personal else self.min_shared_impersonal
         for record in candidates:
@@ -465,7 +506,7 @@ class LexicalAdmissionJudge:
                 reasons[record.id] = ReasonCode.POTENTIALLY_HARMFUL
                 continue
             usable.append(record)
-            if not reach or len(shared) < needed:
+            if not reach or len(shared) < needed or (asked and not names_any(record.text, asked)):
                 reasons[record.id] = ReasonCode.INSUFFICIENT
             elif terms and not novel and terms <= known | wanted and terms & known >= shared:
                 reasons[record.id] = ReasonCode.REDUNDANT

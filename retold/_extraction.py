@@ -849,9 +849,11 @@ _PERSON_OF_MINE = re.compile(
     r"(?:\b(?:my|our) (?:(?:best|older|younger|little|big|eldest|oldest|youngest|twin|new) )?"
     rf"(?:{RELATIONS}'s )?|^\W*(?:(?:and|also|so|oh|btw|plus|update:?),?\s+)?"
     r"(?-i:[A-Z][^\W\d_]+)'s )"
-    rf"{RELATIONS}\b(?!'s)(?: (?:(?-i:Mr|Mrs|Ms|Dr)\.? )?(?-i:[A-Z][^\W\d_]+)\b(?!'s))?",
+    rf"{RELATIONS}\b(?!'s)(?: (?:(?-i:Mr|Mrs|Ms|Dr)\.? )?(?P<name>(?-i:[A-Z][^\W\d_]+))\b(?!'s))?",
     re.I,
 )
+# A sentence that opens with a name: "Jonas is a carpenter.", "And Mila's party is Sunday."
+_OPENS_WITH_NAME = re.compile(r"^\W*(?:(?:and|also|so|oh|btw|plus),?\s+)?([A-Z][^\W\d_]+)\b")
 # A sentence whose subject is a third person: "She's a nurse.", "And he can't leave.", "Her
 # hearing is bad."
 _THIRD_PERSON = re.compile(
@@ -1155,6 +1157,8 @@ class OfflineExtractor:
         # ordinal among the principal's turns: a sentence in the same or the next turn whose
         # subject is "she", "he" or "they" is about them ("She's a nurse there.").
         someone: tuple[str, int, int] | None = None
+        # The names the principal gave their people this session ("my partner Jonas").
+        names: set[str] = set()
         ordinal = 0
         for turn in turns:
             if not is_principal_turn(turn, user) or turn.turn_index in consumed:
@@ -1182,9 +1186,14 @@ class OfflineExtractor:
                     continue
                 evidence: tuple[int, ...] = (turn.turn_index,)
                 resolved = False
-                named = {
-                    m.group(0).casefold(): m.group(0) for m in _PERSON_OF_MINE.finditer(sentence)
-                }
+                found = list(_PERSON_OF_MINE.finditer(sentence))
+                names.update(m.group("name") for m in found if m.group("name"))
+                named = {m.group(0).casefold(): m.group(0) for m in found}
+                opener_name = _OPENS_WITH_NAME.match(sentence)
+                if opener_name is not None and opener_name.group(1) in names:
+                    # about a person the principal named as theirs earlier in the session:
+                    # "My partner Jonas ..." then "Jonas is a carpenter."
+                    resolved = True
                 if named:
                     # two people named leave "she" unresolved
                     only = next(iter(named.values())) if len(named) == 1 else None

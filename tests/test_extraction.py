@@ -730,3 +730,19 @@ def test_a_statement_before_a_question_is_kept(said: str, stated: str | None) ->
     assert texts == ([] if stated is None else [next(t for t in texts if stated in t)])
     if stated is not None:
         assert texts[0].endswith(".") and "?" not in texts[0]
+
+
+def test_a_sentence_about_a_person_named_as_the_principals_is_kept() -> None:
+    """ "Jonas is a carpenter." has no first person, but follows "my partner Jonas" in the
+    session: it is a record; a name the principal never called theirs is not."""
+    said = [
+        "I live in Munich with my partner Jonas.",
+        "Jonas is a carpenter.",
+        "Einstein was a physicist.",
+    ]
+    turns = [
+        TranscriptTurn(session_id="s", turn_index=i, role=Role.USER, text=text, time=T0)
+        for i, text in enumerate(said)
+    ]
+    texts = [r.text for r in OfflineExtractor().extract(turns, user=None)]
+    assert texts == said[:2]

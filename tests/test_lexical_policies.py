@@ -64,7 +64,7 @@ def test_personal_recall_plans_a_gap_from_the_turns_own_words() -> None:
     decision = LexicalGapPlanner().plan("What was the name of my dentist?", None, EMPTY, INVENTORY)
     assert len(decision.gaps) == 1
     assert decision.gaps[0].query.split() == ["dentist"]
-    assert decision.policy.endswith("offline@5")
+    assert decision.policy.endswith("offline@6")
 
 
 def test_a_request_to_the_assistant_plans_no_gap() -> None:
@@ -199,7 +199,7 @@ def test_follow_up_plans_a_task_state_gap() -> None:
     assert len(gaps) == 1 and gaps[0].category.value == "task_state"
     assert "it" in gaps[0].query.split() and "my" in gaps[0].query.split()
     assert planner.plan("When is the winter solstice this year?", None, EMPTY, INVENTORY).gaps == ()
-    assert LexicalGapPlanner.policy_id.endswith("offline@5")
+    assert LexicalGapPlanner.policy_id.endswith("offline@6")
 
 
 def test_judge_follow_up_admits_the_latest_conversation() -> None:
@@ -293,3 +293,23 @@ def test_the_planner_carries_no_topical_expansion() -> None:
     query = LexicalGapPlanner().plan(turn, None, EMPTY, INVENTORY).gaps[0].query.split()
     assert query and all(word in turn.lower() for word in query)
     assert "drilling" not in query
+
+
+def test_a_question_about_one_of_the_principals_people_by_name() -> None:
+    """ "What does Jonas do?" plans a gap, and the judge admits the records that name Jonas
+    once a candidate introduces him as the principal's ("my partner Jonas"); a name nobody
+    introduced ("What did Einstein discover?") stays impersonal and admits nothing."""
+    planner, judge = LexicalGapPlanner(), LexicalAdmissionJudge()
+    assert planner.plan("What does Jonas do?", None, EMPTY, INVENTORY).gaps
+    partner = _record("a", "I live in Munich with my partner Jonas.", turn=0)
+    job = _record("b", "Jonas is a carpenter.", turn=2)
+    book = _record("c", "I'm reading a biography of Einstein.", turn=4)
+    hiking = _record("d", "I love hiking in the Alps.", turn=6)
+    cands = [partner, job, book, hiking]
+    assert judge.admit("What does Jonas do?", None, EMPTY, "", cands).admitted == ("a", "b")
+    assert judge.admit("What did Einstein discover?", None, EMPTY, "", cands).admitted == ()
+    # a name is not enough without the introduction: Jonas could be anyone
+    assert judge.admit("What does Jonas do?", None, EMPTY, "", [job, book]).admitted == ()
+    # the name, not the topic, decides which records a question about someone reaches
+    decision = judge.admit("Does Jonas like hiking?", None, EMPTY, "", cands)
+    assert "d" not in decision.admitted and "a" in decision.admitted

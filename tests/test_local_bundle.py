@@ -213,6 +213,21 @@ async def test_judge_refuses_hypothetical_redacted_and_redundant_records() -> No
 
 
 @pytest.mark.anyio
+async def test_judge_reaches_the_records_naming_a_person_the_question_asks_about() -> None:
+    """A question about one of the principal's people by name is personal for the records
+    that name them, and for those only: a closer record about something else is not admitted;
+    a name no candidate introduces as the principal's stays impersonal."""
+    judge = SemanticAdmissionJudge(_Axes(["jonas", "hiking"]), hub_weight=0.0)
+    partner = _record("r1", "I live in Munich with my partner Jonas.")
+    hiking = _record("r2", "I love hiking in the Alps.", days=1)
+    decision = await judge.admit("Does Jonas like hiking?", None, EMPTY, "", [partner, hiking])
+    assert decision.admitted == ("r1",)
+    stranger = _record("r3", "Jonas is a carpenter.")
+    decision = await judge.admit("Does Jonas like hiking?", None, EMPTY, "", [stranger, hiking])
+    assert decision.admitted == ()
+
+
+@pytest.mark.anyio
 async def test_judge_keeps_both_items_of_a_keyed_list() -> None:
     """Two allergies the store keys apart are no update of each other however alike: a list
     item scoring below the margin comes with the admitted one, which it does not when the
