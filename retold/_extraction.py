@@ -842,23 +842,23 @@ _POINTS_AT = re.compile(r"\b(?:this|that|these|those)\b", re.I)
 _CJK_SUBJECT = re.compile(CJK_SOMEONE)
 _CJK_PARTICLE = re.compile("(?:は|が|는|은|가|이)$")
 _SELF_SUBJECT = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|we|we're|we've)\b", re.I)
+# What may open a sentence before its subject: "And she ...", "Also, Jonas ...", "Update: ...".
+_LEAD_IN = r"(?:(?i:and|but|also|oh|so|btw|plus|update:?),?\s+)?"
 # One of the principal's people, named: "my sister", "my daughter Mila", "our neighbour Mrs.
 # Li", "my wife's sister", or opening the sentence, "Karim's mum" (not "my brother's
 # girlfriend" alone, whose subject is the girlfriend).
 _PERSON_OF_MINE = re.compile(
     r"(?:\b(?:my|our) (?:(?:best|older|younger|little|big|eldest|oldest|youngest|twin|new) )?"
-    rf"(?:{RELATIONS}'s )?|^\W*(?:(?:and|also|so|oh|btw|plus|update:?),?\s+)?"
+    rf"(?:{RELATIONS}'s )?|^\W*{_LEAD_IN}"
     r"(?-i:[A-Z][^\W\d_]+)'s )"
     rf"{RELATIONS}\b(?!'s)(?: (?:(?-i:Mr|Mrs|Ms|Dr)\.? )?(?P<name>(?-i:[A-Z][^\W\d_]+))\b(?!'s))?",
     re.I,
 )
 # A sentence that opens with a name: "Jonas is a carpenter.", "And Mila's party is Sunday."
-_OPENS_WITH_NAME = re.compile(r"^\W*(?:(?:and|also|so|oh|btw|plus),?\s+)?([A-Z][^\W\d_]+)\b")
+_OPENS_WITH_NAME = re.compile(rf"^\W*{_LEAD_IN}([A-Z][^\W\d_]+)\b")
 # A sentence whose subject is a third person: "She's a nurse.", "And he can't leave.", "Her
 # hearing is bad."
-_THIRD_PERSON = re.compile(
-    r"^\W*(?:(?:and|but|also|oh|so|btw|plus),?\s+)?(she|he|they|her|his|their)\b", re.I
-)
+_THIRD_PERSON = re.compile(rf"^\W*{_LEAD_IN}(she|he|they|her|his|their)\b", re.I)
 # Relations that name a woman or a man: "she" is not "my brother", "he" not "my sister".
 _WOMAN = re.compile(
     r"\b(?:mum|mom|mother|sisters?|wife|girlfriend|fianc[ée]e|daughters?|aunt|nieces?|"

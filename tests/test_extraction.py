@@ -36,6 +36,14 @@ def _superseded_texts(store: SQLiteStore, result: ExtractionResult) -> list[str]
     return [r.text for r in old if r is not None]
 
 
+def _said(texts: Sequence[str]) -> list[TranscriptTurn]:
+    """The principal's turns of one session, one per text, in order."""
+    return [
+        TranscriptTurn(session_id="s", turn_index=i, role=Role.USER, text=text, time=T0)
+        for i, text in enumerate(texts)
+    ]
+
+
 def _turns(store: SQLiteStore, session: str, texts: Sequence[tuple[Role, str | None, str]]) -> None:
     for i, (role, speaker, text) in enumerate(texts):
         store.add_turn(
@@ -675,11 +683,7 @@ def test_someone_elses_allergy_read_through_a_pronoun_is_keyed_to_them() -> None
         "She's allergic to strawberries, so no strawberry cake.",
         "Can you suggest a dinner? They're vegetarian, so no meat dishes, please.",
     ]
-    turns = [
-        TranscriptTurn(session_id="s", turn_index=i, role=Role.USER, text=text, time=T0)
-        for i, text in enumerate(said)
-    ]
-    keys = {r.text: r.attribute for r in OfflineExtractor().extract(turns, user=None)}
+    keys = {r.text: r.attribute for r in OfflineExtractor().extract(_said(said), user=None)}
     mila = "My daughter Mila: she's allergic to strawberries, so no strawberry cake."
     assert keys[mila] == "daughter:allergy/strawberry"
     assert keys["They're vegetarian, so no meat dishes, please."] is None
@@ -733,16 +737,13 @@ def test_a_statement_before_a_question_is_kept(said: str, stated: str | None) ->
 
 
 def test_a_sentence_about_a_person_named_as_the_principals_is_kept() -> None:
-    """ "Jonas is a carpenter." has no first person, but follows "my partner Jonas" in the
-    session: it is a record; a name the principal never called theirs is not."""
+    """A sentence with no first person that opens with a name the principal gave one of
+    their people earlier in the session ("Jonas is a carpenter." after "my partner Jonas") is
+    a record; one that opens with a name they never called theirs is not."""
     said = [
         "I live in Munich with my partner Jonas.",
         "Jonas is a carpenter.",
         "Einstein was a physicist.",
     ]
-    turns = [
-        TranscriptTurn(session_id="s", turn_index=i, role=Role.USER, text=text, time=T0)
-        for i, text in enumerate(said)
-    ]
-    texts = [r.text for r in OfflineExtractor().extract(turns, user=None)]
+    texts = [r.text for r in OfflineExtractor().extract(_said(said), user=None)]
     assert texts == said[:2]
