@@ -14,7 +14,7 @@ import hashlib
 import inspect
 import itertools
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -169,7 +169,10 @@ class Extractor(Protocol):
     ``extract`` (sync or async) receives the new turns of one session, oldest first, and the
     principal's display name; it returns records whose ``evidence_turns`` are turn indexes
     among those turns. It must not set ambient activation. ``name`` and ``version`` identify
-    it in progress marks, idempotency keys and failures.
+    it in progress marks, idempotency keys and failures. An ``extract`` that also takes a
+    ``people`` keyword receives the names the principal gave their people in the records
+    already stored ("my partner Jonas" -> ``{"Jonas"}``), to read a later session's
+    sentences about them.
     """
 
     @property
@@ -237,9 +240,12 @@ async def extract_session(
             session_id=session_id, turns_seen=len(turns), failure=reason, detail=detail
         )
 
+    context: dict[str, Any] = {}
+    if "people" in inspect.signature(extractor.extract).parameters:
+        context["people"] = await anyio.to_thread.run_sync(_people_of, store, scope)
     try:
         with anyio.fail_after(timeout_s):
-            raw = await _call(extractor.extract, turns, user=user)
+            raw = await _call(extractor.extract, turns, user=user, **context)
     except TimeoutError:
         return await fail("timeout", f"no answer within {timeout_s}s")
     except Exception as exc:
@@ -264,6 +270,21 @@ async def extract_session(
         return await fail("ambient_refused", str(exc))
     return await anyio.to_thread.run_sync(
         _write, store, scope, session_id, ident, drafts, last + 1, len(turns)
+    )
+
+
+# How many of the principal's newest records are read for the names of their people.
+_PEOPLE_LIMIT = 1000
+
+
+def _people_of(store: SQLiteStore, scope: Principal) -> frozenset[str]:
+    """The names the principal gave their people in their newest live records ("my partner
+    Jonas", "our neighbour Mrs. Li")."""
+    return frozenset(
+        m.group("name")
+        for record in store.list_records(scope, limit=_PEOPLE_LIMIT)
+        for m in _PERSON_OF_MINE.finditer(record.text)
+        if m.group("name")
     )
 
 
@@ -1147,7 +1168,11 @@ class OfflineExtractor:
     version = "1"
 
     def extract(
-        self, turns: Sequence[TranscriptTurn], *, user: str | None
+        self,
+        turns: Sequence[TranscriptTurn],
+        *,
+        user: str | None,
+        people: Collection[str] = (),
     ) -> list[ExtractedRecord]:
         out: list[ExtractedRecord] = []
         confirmed = _confirmed(turns, user)
@@ -1157,8 +1182,9 @@ class OfflineExtractor:
         # ordinal among the principal's turns: a sentence in the same or the next turn whose
         # subject is "she", "he" or "they" is about them ("She's a nurse there.").
         someone: tuple[str, int, int] | None = None
-        # The names the principal gave their people this session ("my partner Jonas").
-        names: set[str] = set()
+        # The names the principal gave their people, in records already stored (``people``)
+        # or earlier in this session ("my partner Jonas").
+        names: set[str] = set(people)
         ordinal = 0
         for turn in turns:
             if not is_principal_turn(turn, user) or turn.turn_index in consumed:
@@ -1191,8 +1217,8 @@ class OfflineExtractor:
                 named = {m.group(0).casefold(): m.group(0) for m in found}
                 opener_name = _OPENS_WITH_NAME.match(sentence)
                 if opener_name is not None and opener_name.group(1) in names:
-                    # about a person the principal named as theirs earlier in the session:
-                    # "My partner Jonas ..." then "Jonas is a carpenter."
+                    # about a person the principal named as theirs, earlier in the session or
+                    # in a stored record: "My partner Jonas ..." then "Jonas is a carpenter."
                     resolved = True
                 if named:
                     # two people named leave "she" unresolved

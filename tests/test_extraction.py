@@ -747,3 +747,22 @@ def test_a_sentence_about_a_person_named_as_the_principals_is_kept() -> None:
     ]
     texts = [r.text for r in OfflineExtractor().extract(_said(said), user=None)]
     assert texts == said[:2]
+
+
+@pytest.mark.anyio
+async def test_a_name_given_in_an_earlier_session_is_known_to_a_later_one(
+    store: SQLiteStore, clock: FixedClock
+) -> None:
+    """extract_session hands the offline extractor the names the principal gave their
+    people in stored records: "Jonas is a carpenter." a week after "my partner Jonas" is
+    kept; a name never given ("Einstein was a physicist.") is not."""
+    _turns(store, "s1", [(Role.USER, None, "I live in Munich with my partner Jonas.")])
+    await extract_session(store, SCOPE, "s1", OfflineExtractor())
+    clock.advance(days=7)
+    said = [
+        (Role.USER, None, "Jonas is a carpenter."),
+        (Role.USER, None, "Einstein was a physicist."),
+    ]
+    _turns(store, "s2", said)
+    result = await extract_session(store, SCOPE, "s2", OfflineExtractor())
+    assert [r.text for r in result.records] == ["Jonas is a carpenter."]
