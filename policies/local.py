@@ -455,15 +455,15 @@ class SemanticAdmissionJudge:
         for group, score in zip(siblings, together, strict=True):
             for record in group:
                 relevance[record.id] = max(relevance[record.id], score)
-        best = max(relevance.values(), default=0.0)
         personal, reach = turn_reach(turn, [r.text for r in usable])
         # A question about one of the principal's people by name ("What does Jonas do?") is
         # personal for the records that name them, and for those only.
         asked = set() if personal else people_asked_about(turn, [r.text for r in usable])
         personal, reach = personal or bool(asked), reach or bool(asked)
-        if asked:
-            named = {r.id for r in usable if names_any(r.text, asked)}
-            best = max((relevance[rid] for rid in named), default=0.0)
+        # The candidates that may be admitted (all, unless the turn asks about someone by
+        # name) and the best score among them, which the others must come within.
+        named = {r.id for r in usable if not asked or names_any(r.text, asked)}
+        best = max((relevance[rid] for rid in named), default=0.0)
         floor = self.min_relevance if personal else self.min_relevance_impersonal
         helpful: list[Record] = []
         for record in usable:
@@ -472,12 +472,7 @@ class SemanticAdmissionJudge:
             said = any(cosine(rec_vecs[record.id], v) >= self.redundant_at for v in known_vecs)
             if (terms and terms <= known_terms) or said:
                 reasons[record.id] = ReasonCode.REDUNDANT
-            elif (
-                reach
-                and rel >= floor
-                and rel >= best - self.margin
-                and (not asked or record.id in named)
-            ):
+            elif reach and rel >= floor and rel >= best - self.margin and record.id in named:
                 reasons[record.id] = ReasonCode.HELPFUL
                 helpful.append(record)
             else:
