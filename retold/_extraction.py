@@ -1033,15 +1033,21 @@ _PREFERENCE_FIRST = tuple(
 )
 
 
-def _attribute(sentence: str, preference_like: bool = True) -> str | None:
+def _attribute(sentence: str, preference_like: bool = True, addressed: bool = False) -> str | None:
     """The record's structural key ``[subject:]attribute``: an update supersedes only the
     record with the same key, so "my son is allergic to X" never replaces "I'm allergic to
     Y", and an answer-length preference never replaces an answer-format one. In a
     ``preference_like`` sentence the preference slugs are tried first: "I'm a nurse, and I
     prefer answers in bullet points" states a format, and a later "I'm a scientist" must
-    not supersede it as an occupation."""
+    not supersede it as an occupation. A sentence ``addressed`` to the assistant (an
+    instruction) is keyed by no fact it gives as its reason ("Use kilometres from now on, I
+    live in Germany" is no residence a move would replace)."""
     for pattern, slug in _PREFERENCE_FIRST if preference_like else _ATTRIBUTES:
         if slug in _PREFERENCE_ONLY and not preference_like:
+            continue
+        if addressed and _STATE_KINDS.get(slug) is RecordKind.FACT:
+            # An instruction keyed by the fact it gives as its reason ("Please always cite
+            # your sources, I'm a journalist") would be replaced by the next job statement.
             continue
         if pattern is _LANGUAGE_REQUEST and not preference_like:
             continue
@@ -1319,7 +1325,16 @@ class OfflineExtractor:
                 # agenda I'm sending") states no preference a later one may replace.
                 one_off = one_off_request(sentence)
                 preference_like = (instruction or withdrawal) and not one_off
-                attribute = None if hypothetical else _attribute(sentence, preference_like)
+                addressed = bool(
+                    request
+                    or _INSTRUCTION.search(sentence)
+                    or PLEASE.search(sentence)
+                    or _ABOUT_REPLIES.search(sentence)
+                    or _FOREIGN_INSTRUCTION.search(sentence)
+                )
+                attribute = (
+                    None if hypothetical else _attribute(sentence, preference_like, addressed)
+                )
                 if (
                     attribute is not None
                     and ":" not in attribute

@@ -64,6 +64,9 @@ REPLACES = [
 
 # (earlier statement, later statement): both stay true; the later one replaces nothing.
 ADDS_UP = [
+    # an instruction is not keyed by the fact it gives as its reason
+    ("Please always cite your sources, I'm a journalist.", "I'm a nurse at the clinic now."),
+    ("Use kilometres instead of miles from now on, I live in Germany.", "We moved to Spain."),
     ("I'm vegan.", "They're vegetarian, so no meat dishes, please."),
     ("I'm allergic to peanuts.", "I'm also allergic to shellfish."),
     ("I'm allergic to penicillin.", "My daughter is allergic to cats."),
