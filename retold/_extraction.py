@@ -1091,7 +1091,7 @@ _AS_A_ROLE = re.compile(r"\s*(?:an?|the)\b", re.I)
 def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     """Whether an occupation cue matched in ``sentence`` states one: "work at/for" must not
     name a time or home, "work as" needs a role after it, and "I'm a/an" a few words naming
-    no trait, degree or time."""
+    no trait, degree or time, not all of them capitalised."""
     cue = m.group(1).lower()
     rest = sentence[m.end() :]
     if cue.endswith(("at", "for")):
@@ -1101,8 +1101,12 @@ def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     if not _I_AM_A.fullmatch(cue):
         return True
     end = _CLAUSE_END.search(rest)
-    words = re.findall(r"[^\W\d_]+", (rest[: end.start()] if end else rest).lower())
-    return 0 < len(words) <= 6 and not _NOT_A_ROLE.intersection(words)
+    written = re.findall(r"[^\W\d_]+", rest[: end.start()] if end else rest)
+    words = [w.lower() for w in written]
+    # only capitalised words name where one is from or what one supports, not a job: "a
+    # Londoner", "an Arsenal fan" (but "a Google engineer")
+    demonym = all(w[0].isupper() for w in written)
+    return 0 < len(words) <= 6 and not demonym and not _NOT_A_ROLE.intersection(words)
 
 
 def _kind(sentence: str) -> RecordKind:

@@ -64,6 +64,7 @@ REPLACES = [
 
 # (earlier statement, later statement): both stay true; the later one replaces nothing.
 ADDS_UP = [
+    ("I work at Siemens.", "I'm a Londoner."),
     # an instruction is not keyed by the fact it gives as its reason
     ("Please always cite your sources, I'm a journalist.", "I'm a nurse at the clinic now."),
     ("Use kilometres instead of miles from now on, I live in Germany.", "We moved to Spain."),
