@@ -495,7 +495,11 @@ _LEADS_IN = re.compile(
     r"(?:i(?:'m| am| was)? (?:just |really |a bit |still )?(?:wondering|curious|confused|"
     r"not sure|unsure|lost|stuck|thinking)|i have (?:a|another|one more)(?: quick| small| short)? "
     r"question|(?:one more|another|quick|a quick) question|i need (?:some )?(?:help|advice)|"
-    r"me again|just curious|quick one)\b[^,]*$",
+    r"me again|just curious|quick one|"
+    # an apology or a remark on the exchange itself: "My mistake, ...", "I'm sorry, ...",
+    # "My question is, ...", "I don't understand, ..."
+    r"my (?:mistake|bad|apologies|question|point|guess)|(?:i'm |i am )?sorry|i apologi[sz]e|"
+    r"i (?:still )?(?:don't|do not) (?:understand|get (?:it|this|that)|follow))\b[^,]*$",
     re.I,
 )
 
@@ -878,8 +882,12 @@ _PERSON_OF_MINE = re.compile(
 # A sentence that opens with a name: "Jonas is a carpenter.", "And Mila's party is Sunday."
 _OPENS_WITH_NAME = re.compile(rf"^\W*{_LEAD_IN}([A-Z][^\W\d_]+)\b")
 # A sentence whose subject is a third person: "She's a nurse.", "And he can't leave.", "Her
-# hearing is bad."
-_THIRD_PERSON = re.compile(rf"^\W*{_LEAD_IN}(she|he|they|her|his|their)\b", re.I)
+# hearing is bad." (Not the "they" of hearsay: "They say it will snow.")
+_THIRD_PERSON = re.compile(
+    rf"^\W*{_LEAD_IN}(she|he|they(?! (?:say|says|said|reckon|claim|claimed|report|reported)\b)|"
+    r"her|his|their)\b",
+    re.I,
+)
 # Relations that name a woman or a man: "she" is not "my brother", "he" not "my sister".
 _WOMAN = re.compile(
     r"\b(?:mum|mom|mother|sisters?|wife|girlfriend|fianc[ée]e|daughters?|aunt|nieces?|"

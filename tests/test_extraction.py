@@ -649,6 +649,7 @@ PRONOUN_CASES = [
     (["Karim's mum and my sister are both coming.", "She uses a wheelchair."], None),
     (["I read that Einstein's wife was a physicist.", "She was brilliant."], None),
     (["My sister and her husband visited.", "He works in Bern."], None),
+    (["My boss Greta is great.", "They say the market will crash."], None),
 ]
 _READ_AS_SOMEONE = re.compile(r"^[^:]+: (?:she|he|they|her|his|their)\b")
 
@@ -691,6 +692,11 @@ def test_someone_elses_allergy_read_through_a_pronoun_is_keyed_to_them() -> None
 
 # (a question sentence of the principal's, the statement it opens with that is kept, or None)
 STATED_THEN_ASKED = [
+    ("My mistake, can you redo the table?", None),
+    ("I'm sorry, can you say that again?", None),
+    ("My question is, how do I renew it?", None),
+    ("I don't understand, what does that mean?", None),
+    ("I'm not a native speaker, can you simplify?", "I'm not a native speaker"),
     (
         "Also my passport expires in August, is that a problem for Portugal?",
         "my passport expires in August",
