@@ -582,14 +582,24 @@ def distinct_things(a: Record, b: Record) -> bool:
     return bool(a.attribute and b.attribute and a.attribute != b.attribute)
 
 
+# The keyed lists whose items constrain an answer together: half a list of allergies, diets
+# or access needs misleads (two budgets, for two purposes, do not).
+_CONSTRAINT_LISTS = frozenset({"allergy", "diet", "accessibility"})
+
+
 def items_of_one_list(a: Record, b: Record) -> bool:
-    """Whether ``a`` and ``b`` are items of one list the store keys: the same subject and
-    attribute with different items (``allergy/peanut`` and ``allergy/shellfish``). A judge
-    that admits one admits the other with it: half a list of allergies misleads."""
+    """Whether ``a`` and ``b`` are items of one list of constraints the store keys: the same
+    subject and attribute with different items (``allergy/peanut`` and ``allergy/shellfish``).
+    A judge that admits one admits the other with it."""
     if not (a.attribute and b.attribute) or a.attribute == b.attribute:
         return False
     key, slash, _ = a.attribute.partition("/")
-    return bool(slash) and b.attribute.partition("/")[0] == key and "/" in b.attribute
+    return (
+        bool(slash)
+        and key.rpartition(":")[2] in _CONSTRAINT_LISTS
+        and b.attribute.partition("/")[0] == key
+        and "/" in b.attribute
+    )
 
 
 def _names(text: str) -> set[str]:

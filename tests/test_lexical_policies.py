@@ -163,6 +163,15 @@ def test_judge_keeps_both_items_of_a_keyed_list() -> None:
     reasons = {v.record_id: v.reason for v in decision.verdicts}
     assert decision.admitted == ("mila", "egg")
     assert reasons["egg"] is ReasonCode.JOINTLY_HELPFUL
+    # two budgets are for two purposes: one does not bring the other
+    trip = _record("trip", "My budget for the trip is 2000 euros.", session="s5", day=20)
+    food = _record("food", "Groceries: 80 a week at most.", session="s6", day=22)
+    budgets = [
+        trip.model_copy(update={"attribute": "budget/trip"}),
+        food.model_copy(update={"attribute": "budget/grocery"}),
+    ]
+    decision = judge.admit("What's my budget for the trip?", None, EMPTY, "", budgets)
+    assert decision.admitted == ("trip",)
 
 
 def test_judge_admits_message_mates_jointly() -> None:
