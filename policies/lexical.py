@@ -450,16 +450,20 @@ class LexicalAdmissionJudge:
 
     ``stale_or_conflicting`` comes from the store: a candidate with an unresolved conflict
     link, and (as superseded records are not live, they never get here) of two helpful
-    statements from different sessions that answer the same terms of the turn, the older.
-    No change word ("now", "moved", "actually") found in the session marks anything stale.
+    statements from different sessions that answer the same terms of the turn, the older,
+    unless the store keys them as different things (:func:`distinct_things`). No change
+    word ("now", "moved", "actually") found in the session marks anything stale.
 
     Other statements from the message of an admitted record (its sentences, which may lean
     on each other), statements that share a specific term with an admitted one (joint
-    evidence), and the other items of a keyed list one of them is an item of, are
-    ``jointly_helpful``; a session's other messages are not, being about anything. A short follow-up that points
-    back at the conversation ("how do I fix it?") admits the statements of the latest
-    conversation among the candidates. At most ``max_admitted`` records are admitted
-    directly, best overlap first; an inconclusive set is EMPTY.
+    evidence), and the other items of a keyed list of constraints one of them is an item of
+    (:func:`items_of_one_list`), are ``jointly_helpful``; a session's other messages are
+    not, being about anything. A short follow-up that points back at the conversation ("how
+    do I fix it?") admits the statements of the latest conversation among the candidates.
+    At most ``max_admitted`` records are admitted directly, best overlap first; an
+    inconclusive set is EMPTY. A question about one of the principal's people by name
+    (:func:`people_asked_about`) is personal for the records that name them, and only they
+    may be admitted.
     """
 
     policy_id = "lexical-admission-judge-offline@8"

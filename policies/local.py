@@ -345,7 +345,11 @@ class SemanticAdmissionJudge:
     not admitted beside the right one. Candidates extracted from one turn are also scored
     read together, and each keeps the higher of its own score and theirs: a sentence whose
     subject is in the sentence before it ("He's 9 and on a kidney diet.") is matched on
-    what it is about.
+    what it is about. A question about one of the principal's people by name ("What does
+    Jonas do?", once a candidate says "my partner Jonas") is personal for the records that
+    name them, and only they may be admitted. Records the store keys as different things
+    (``allergy/peanut``, ``allergy/shellfish``) never succeed each other, and the other items
+    of an admitted record's list of constraints come with it.
 
     Args:
         embedder: the sentence embedder (the bundle's shared MiniLM).
