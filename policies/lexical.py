@@ -39,6 +39,7 @@ __all__ = [
     "items_of_one_list",
     "names_any",
     "people_asked_about",
+    "people_introduced",
     "personal_turn",
     "stem",
     "turn_reach",
@@ -288,8 +289,10 @@ _OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
 # "my best friend, Sam,", "our neighbour Mrs. Li", "Jonas, my partner", "Jonas is my partner".
 _TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
 _PERSON_INTRODUCED = re.compile(
-    rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?i:{RELATIONS}),?\s+{_TITLE}([A-Z][^\W\d_]+)"
-    rf"|\b([A-Z][^\W\d_]+),?\s+(?:is\s+)?(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?i:{RELATIONS})\b"
+    rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS})),?\s+{_TITLE}"
+    r"(?P<name1>[A-Z][^\W\d_]+)"
+    r"|\b(?P<name2>[A-Z][^\W\d_]+),?\s+(?:is\s+)?(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?"
+    rf"(?P<rel2>(?i:{RELATIONS}))\b"
 )
 # A capitalised word where a question names a person: its subject after an auxiliary ("What
 # does Jonas do?", "Is Mrs. Li ...?") or the object of a preposition ("a gift for Ines").
@@ -299,9 +302,18 @@ _MAY_NAME = re.compile(
 )
 
 
-def _people_named(candidates: Sequence[str]) -> set[str]:
-    """The names the ``candidates`` give the principal's people ("my partner Jonas")."""
-    return {m.group(1) or m.group(2) for c in candidates for m in _PERSON_INTRODUCED.finditer(c)}
+def people_introduced(candidates: Sequence[str]) -> dict[str, str]:
+    """The names the ``candidates`` give the principal's people, each with the relation it
+    names ("my partner Jonas" -> ``{"Jonas": "partner"}``; the first one given wins)."""
+    found: dict[str, str] = {}
+    for text in candidates:
+        for m in _PERSON_INTRODUCED.finditer(text):
+            name, relation = (
+                m.group("name1") or m.group("name2"),
+                m.group("rel1") or m.group("rel2"),
+            )
+            found.setdefault(name, relation.lower())
+    return found
 
 
 def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
@@ -333,7 +345,7 @@ def people_asked_about(turn: str, candidates: Sequence[str]) -> set[str]:
     ("my partner Jonas"), not a name anybody may ask about ("What did Einstein discover?").
     A turn that asks about them reaches memory for the records that name them."""
     asked = {m.group(1) for m in _MAY_NAME.finditer(QUOTED_SPAN.sub(" ", turn))}
-    return asked & _people_named(candidates) if asked else set()
+    return asked & set(people_introduced(candidates)) if asked else set()
 
 
 def names_any(text: str, names: set[str]) -> bool:

@@ -71,6 +71,7 @@ from .lexical import (
     items_of_one_list,
     names_any,
     people_asked_about,
+    people_introduced,
     turn_reach,
 )
 
@@ -323,6 +324,21 @@ def same_turn_groups(records: Sequence[Record]) -> list[list[Record]]:
     return [sorted(g, key=lambda r: r.id) for g in groups.values() if len(g) > 1]
 
 
+def _aliased(records: Sequence[Record]) -> dict[str, str]:
+    """Each record's text with the first name of one of the principal's people it writes
+    replaced by the relation a record gives them ("Sara changed jobs" -> "my wife changed
+    jobs", given "my wife Sara"), by record id; records naming none are left out."""
+    people = people_introduced([r.text for r in records])
+    out: dict[str, str] = {}
+    for record in records:
+        for name, relation in people.items():
+            pattern = re.compile(rf"\b{re.escape(name)}\b")
+            if pattern.search(record.text) and f" {relation} " not in f" {record.text.lower()} ":
+                out[record.id] = pattern.sub(f"my {relation}", record.text, count=1)
+                break
+    return out
+
+
 def _pieces(text: str) -> list[str]:
     """Sentences of ``text`` (lines and sentence ends), for the redundancy check."""
     parts = re.split(r"(?<=[.!?])\s+|\n+", text)
@@ -347,7 +363,9 @@ class SemanticAdmissionJudge:
     subject is in the sentence before it ("He's 9 and on a kidney diet.") is matched on
     what it is about. A question about one of the principal's people by name ("What does
     Jonas do?", once a candidate says "my partner Jonas") is personal for the records that
-    name them, and only they may be admitted. Records the store keys as different things
+    name them, and only they may be admitted. A record naming one of the principal's people
+    is also scored with the relation a candidate gives them ("Sara changed jobs" as "my wife
+    changed jobs", given "my wife Sara"). Records the store keys as different things
     (``allergy/peanut``, ``allergy/shellfish``) never succeed each other, and the other items
     of an admitted record's list of constraints come with it.
 
@@ -437,13 +455,20 @@ class SemanticAdmissionJudge:
         # candidates read together.
         siblings = same_turn_groups(usable)
         joined = [" ".join(r.text for r in g) for g in siblings]
-        texts = [turn, *(r.text for r in usable), *joined, *known, *background]
+        # A record that names one of the principal's people ("Sara changed jobs") is also
+        # scored with the relation another candidate gives them ("my wife Sara"): it is
+        # about "my wife" as much as about Sara.
+        aliased = _aliased(usable)
+        texts = [turn, *(r.text for r in usable), *joined, *aliased.values(), *known, *background]
         vectors = await self.embedder.embed(texts)
         turn_vec = vectors[0]
         rec_vecs = {r.id: vectors[1 + i] for i, r in enumerate(usable)}
         at = 1 + len(usable)
         joined_vecs = vectors[at : at + len(joined)]
-        known_vecs = vectors[at + len(joined) : at + len(joined) + len(known)]
+        at += len(joined)
+        aliased_vecs = vectors[at : at + len(aliased)]
+        at += len(aliased)
+        known_vecs = vectors[at : at + len(known)]
         background_vecs = vectors[len(vectors) - len(background) :] if background else []
         known_terms = set(content_terms(" ".join(known)))
         scores = relevance_scores(
@@ -459,6 +484,11 @@ class SemanticAdmissionJudge:
         for group, score in zip(siblings, together, strict=True):
             for record in group:
                 relevance[record.id] = max(relevance[record.id], score)
+        as_relation = relevance_scores(
+            turn_vec, aliased_vecs, background_vecs, hub_weight=self.hub_weight
+        )
+        for rid, score in zip(aliased, as_relation, strict=True):
+            relevance[rid] = max(relevance[rid], score)
         personal, reach = turn_reach(turn, [r.text for r in usable])
         # A question about one of the principal's people by name ("What does Jonas do?") is
         # personal for the records that name them, and for those only.

@@ -213,6 +213,21 @@ async def test_judge_refuses_hypothetical_redacted_and_redundant_records() -> No
 
 
 @pytest.mark.anyio
+async def test_judge_scores_a_named_person_as_the_relation_a_record_gives_them() -> None:
+    """ "Sara changed jobs" is also scored as "my wife changed jobs" when another candidate
+    says "my wife Sara": for "What jobs does my wife have now?" it outranks the record that
+    only introduces her; a name no candidate introduces is scored as written."""
+    judge = SemanticAdmissionJudge(_Axes(["wife", "jobs"]), hub_weight=0.0)
+    intro = _record("r1", "I live in Turin with my wife Sara.")
+    update = _record("r2", "Sara changed jobs.", session="s2", days=30)
+    turn = "What jobs does my wife have now?"
+    assert (await judge.admit(turn, None, EMPTY, "", [intro, update])).admitted == ("r2",)
+    stranger = _record("r3", "Greta changed jobs.", session="s3", days=31)
+    decision = await judge.admit(turn, None, EMPTY, "", [intro, stranger])
+    assert decision.admitted == ("r1", "r3")
+
+
+@pytest.mark.anyio
 async def test_judge_reaches_the_records_naming_a_person_the_question_asks_about() -> None:
     """A question about one of the principal's people by name is personal for the records
     that name them, and for those only: a closer record about something else is not admitted;
