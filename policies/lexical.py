@@ -41,6 +41,7 @@ __all__ = [
     "people_asked_about",
     "people_introduced",
     "personal_turn",
+    "relation_aliases",
     "stem",
     "turn_reach",
 ]
@@ -337,6 +338,22 @@ def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
         # writes capitalised inside a sentence ("My nephew Finn ...").
         personal = opener.group(1) in {m.group(0) for c in candidates for m in _NAMED.finditer(c)}
     return personal, personal or bool(_DEFINITE.search(unquoted))
+
+
+def relation_aliases(records: Sequence[Record]) -> dict[str, str]:
+    """Each record's text with the first name of one of the principal's people it writes
+    replaced by the relation a record gives them ("Sara changed jobs" -> "my wife changed
+    jobs", given "my wife Sara"), by record id; records naming none are left out. A record
+    naming someone is about "my wife" as much as about Sara."""
+    people = people_introduced([r.text for r in records])
+    out: dict[str, str] = {}
+    for record in records:
+        for name, relation in people.items():
+            pattern = re.compile(rf"\b{re.escape(name)}\b")
+            if pattern.search(record.text) and f" {relation} " not in f" {record.text.lower()} ":
+                out[record.id] = pattern.sub(f"my {relation}", record.text, count=1)
+                break
+    return out
 
 
 def people_asked_about(turn: str, candidates: Sequence[str]) -> set[str]:

@@ -71,7 +71,7 @@ from .lexical import (
     items_of_one_list,
     names_any,
     people_asked_about,
-    people_introduced,
+    relation_aliases,
     turn_reach,
 )
 
@@ -324,21 +324,6 @@ def same_turn_groups(records: Sequence[Record]) -> list[list[Record]]:
     return [sorted(g, key=lambda r: r.id) for g in groups.values() if len(g) > 1]
 
 
-def _aliased(records: Sequence[Record]) -> dict[str, str]:
-    """Each record's text with the first name of one of the principal's people it writes
-    replaced by the relation a record gives them ("Sara changed jobs" -> "my wife changed
-    jobs", given "my wife Sara"), by record id; records naming none are left out."""
-    people = people_introduced([r.text for r in records])
-    out: dict[str, str] = {}
-    for record in records:
-        for name, relation in people.items():
-            pattern = re.compile(rf"\b{re.escape(name)}\b")
-            if pattern.search(record.text) and f" {relation} " not in f" {record.text.lower()} ":
-                out[record.id] = pattern.sub(f"my {relation}", record.text, count=1)
-                break
-    return out
-
-
 def _pieces(text: str) -> list[str]:
     """Sentences of ``text`` (lines and sentence ends), for the redundancy check."""
     parts = re.split(r"(?<=[.!?])\s+|\n+", text)
@@ -458,7 +443,7 @@ class SemanticAdmissionJudge:
         # A record that names one of the principal's people ("Sara changed jobs") is also
         # scored with the relation another candidate gives them ("my wife Sara"): it is
         # about "my wife" as much as about Sara.
-        aliased = _aliased(usable)
+        aliased = relation_aliases(usable)
         texts = [turn, *(r.text for r in usable), *joined, *aliased.values(), *known, *background]
         vectors = await self.embedder.embed(texts)
         turn_vec = vectors[0]
