@@ -480,6 +480,11 @@ _NOT_A_QUESTION = re.compile(
 # "When you list steps, number them" / "When I was a kid, I lived in Lima": a sentence that
 # opens with a subordinate clause ended by a comma and goes on is a statement or an
 # instruction, not a question, even though its first word is a question word.
+_SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
+_HYPOTHETICAL = re.compile(
+    r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
+)
+
 # A statement, then a question about it after a comma: "My passport expires in August, is
 # that a problem?", "I'm lactose intolerant, what cheeses can I eat?". The question opens
 # with an auxiliary or a question word.
@@ -506,8 +511,9 @@ _LEADS_IN = re.compile(
 
 def _stated_before_question(sentence: str) -> str | None:
     """The statement a question sentence opens with ("My flight lands at 6am" of "My flight
-    lands at 6am, can you suggest a breakfast place?"), when it is one about the principal;
-    else None."""
+    lands at 6am, can you suggest a breakfast place?"), when it is one about the principal
+    (not a lead-in, a subordinate clause such as "If I leave at 5" or a hypothetical); else
+    None."""
     if not asks(sentence):
         return None
     parts = _THEN_A_QUESTION.split(sentence, maxsplit=1)
@@ -518,6 +524,7 @@ def _stated_before_question(sentence: str) -> str | None:
         _too_short(stated)
         or not _FIRST_PERSON.search(stated)
         or _QUESTION_START.match(stated)
+        # (the clause it would open if the question went on: "If I leave at 5, ...")
         or _SUBORDINATE_OPENER.match(f"{stated}, x")
         or _LEADS_IN.match(stated)
         or _HYPOTHETICAL.search(stated)
@@ -526,10 +533,6 @@ def _stated_before_question(sentence: str) -> str | None:
     return f"{stated}."
 
 
-_SUBORDINATE_OPENER = re.compile(r"^\s*(?:when|whenever|where|while|if)\b[^,;?]*,\s*\w", re.I)
-_HYPOTHETICAL = re.compile(
-    r"\b(if i|if we|i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
-)
 # Hypothetical whatever the rest of the sentence says.
 _HYPOTHETICAL_ALWAYS = re.compile(
     r"\b(i would|i'd (?:probably|maybe)|suppose|imagine|hypothetically|might)\b", re.I
@@ -668,11 +671,11 @@ _EVENT = re.compile(
 _TASK = re.compile(
     r"\b(i need to|i have to|i'm working on|we're working on|todo|deadline|due)\b", re.I
 )
-_RELATION = re.compile(
-    r"\bmy (wife|husband|partner|boyfriend|girlfriend|son|daughter|kid|kids|mom|mother|dad|father|"
-    r"sister|brother|friend|boss|manager|colleague|coworker|dog|cat|landlord|dentist|doctor|therapist)\b",
-    re.I,
+_RELATION_WORDS = (
+    "wife|husband|partner|boyfriend|girlfriend|son|daughter|kid|kids|mom|mother|dad|father|"
+    "sister|brother|friend|boss|manager|colleague|coworker|dog|cat|landlord|dentist|doctor|therapist"
 )
+_RELATION = re.compile(rf"\bmy ({_RELATION_WORDS})\b", re.I)
 # Asking for a response language, in the languages the offline rules read: "reply in Hindi",
 # "respóndeme en español", "fala comigo em português", "réponds-moi en français", "antworte
 # mir auf Deutsch", "Hindi mein jawab do".
@@ -837,7 +840,8 @@ _MY_NOUN = re.compile(
     r"not|still|also|always|just|getting|going)\b)",
     re.I,
 )
-_PERSON_NOUN = re.compile(rf"(?:[a-z]+ )?(?:{RELATIONS}|dog|cat|dentist|therapist)", re.I)
+# A person or a pet, as "my X is" names them (a relation, with a word before it or not).
+_PERSON_NOUN = re.compile(rf"(?:[a-z]+ )?(?:{RELATIONS}|{_RELATION_WORDS})", re.I)
 _STOP_NOUNS = {"name", "question", "point", "guess", "bad", "god", "goodness", "pleasure"}
 
 
@@ -969,6 +973,9 @@ _BUDGET_PURPOSE = (
     ),
     re.compile(r"\b([^\W\d_]+) budget\b", re.I),
 )
+# The slugs whose item is read from the sentence (what an allergy is to, what a budget is
+# for), not from the cue: their cue is a noun, and "my X" right before it modifies it.
+_ITEM_IN_SENTENCE = {"allergy": _ALLERGEN, "budget": _BUDGET_PURPOSE}
 # Words before "allergy" or "budget" that say how much or how often, not of what.
 _NO_ITEM = frozenset(
     "severe mild bad serious slight minor major terrible awful real new old weird strange nasty "
@@ -1014,10 +1021,8 @@ def _item(slug: str, words: str, sentence: str) -> str | None:
     """The item an :data:`_ITEMISED` slug's statement names, as a key part: from the
     matched ``words`` (a format, an access need, a diet) or from the ``sentence`` (what an
     allergy is to, what a budget is for); None when it names none."""
-    if slug == "allergy":
-        return _named_item(_ALLERGEN, sentence)
-    if slug == "budget":
-        return _named_item(_BUDGET_PURPOSE, sentence)
+    if slug in _ITEM_IN_SENTENCE:
+        return _named_item(_ITEM_IN_SENTENCE[slug], sentence)
     words = words.lower()
     if slug == "diet":
         return _DIET_ITEM.get(words, words)
@@ -1065,7 +1070,7 @@ def _attribute(sentence: str, preference_like: bool = True, addressed: bool = Fa
         if m:
             if _THIRD_PERSON.match(sentence[: m.start()]):
                 return None  # "They're vegetarian": someone's, not said whose
-            subject = _subject(sentence[: m.start()], slug in {"allergy", "budget"})
+            subject = _subject(sentence[: m.start()], slug in _ITEM_IN_SENTENCE)
             if slug in _ITEMISED:
                 item = _item(slug, m.group(1) if pattern.groups else "", sentence)
                 slug = f"{slug}/{item}" if item else slug

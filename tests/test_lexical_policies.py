@@ -17,7 +17,14 @@ INVENTORY = ["constraint", "relationship_or_event"]
 EMPTY = ProfileBlock.empty()
 
 
-def _record(rid: str, text: str, session: str = "s1", turn: int = 0, day: int = 1) -> Record:
+def _record(
+    rid: str,
+    text: str,
+    session: str = "s1",
+    turn: int = 0,
+    day: int = 1,
+    attribute: str | None = None,
+) -> Record:
     when = datetime(2026, 1, day, 12, 0, tzinfo=UTC)
     return Record.model_validate(
         {
@@ -31,6 +38,7 @@ def _record(rid: str, text: str, session: str = "s1", turn: int = 0, day: int = 
             "event_time": when,
             "created_at": when,
             "updated_at": when,
+            "attribute": attribute,
         }
     )
 
@@ -141,34 +149,55 @@ def test_judge_keeps_both_items_of_a_keyed_list() -> None:
     """Two allergies the store keys apart (allergy/peanut, allergy/shellfish) are no update of
     each other: both are admitted, though a later session's statement answers the same terms;
     unkeyed, the older still gives way; one admitted item brings the list's other items."""
-    old = _record("old", "I'm allergic to peanuts.", session="s1", day=1)
-    new = _record("new", "I'm also allergic to shellfish.", session="s2", day=9)
+    peanut, shellfish = "I'm allergic to peanuts.", "I'm also allergic to shellfish."
     keyed = [
-        old.model_copy(update={"attribute": "allergy/peanut"}),
-        new.model_copy(update={"attribute": "allergy/shellfish"}),
+        _record("old", peanut, session="s1", day=1, attribute="allergy/peanut"),
+        _record("new", shellfish, session="s2", day=9, attribute="allergy/shellfish"),
+    ]
+    unkeyed = [
+        _record("old", peanut, session="s1", day=1),
+        _record("new", shellfish, session="s2", day=9),
     ]
     judge = LexicalAdmissionJudge()
     decision = judge.admit("What am I allergic to?", None, EMPTY, "draft", keyed)
     assert sorted(decision.admitted) == ["new", "old"]
-    assert judge.admit("What am I allergic to?", None, EMPTY, "draft", [old, new]).admitted == (
-        "new",
-    )
-    mila = _record("mila", "My daughter is allergic to strawberries.", session="s3", day=12)
-    egg = _record("egg", "Eggs are out too for her.", session="s4", day=15)
+    assert judge.admit("What am I allergic to?", None, EMPTY, "draft", unkeyed).admitted == ("new",)
     hers = [
-        mila.model_copy(update={"attribute": "daughter:allergy/strawberry"}),
-        egg.model_copy(update={"attribute": "daughter:allergy/egg"}),
+        _record(
+            "mila",
+            "My daughter is allergic to strawberries.",
+            session="s3",
+            day=12,
+            attribute="daughter:allergy/strawberry",
+        ),
+        _record(
+            "egg",
+            "Eggs are out too for her.",
+            session="s4",
+            day=15,
+            attribute="daughter:allergy/egg",
+        ),
     ]
     decision = judge.admit("Is my daughter allergic to strawberries?", None, EMPTY, "", hers)
     reasons = {v.record_id: v.reason for v in decision.verdicts}
     assert decision.admitted == ("mila", "egg")
     assert reasons["egg"] is ReasonCode.JOINTLY_HELPFUL
     # two budgets are for two purposes: one does not bring the other
-    trip = _record("trip", "My budget for the trip is 2000 euros.", session="s5", day=20)
-    food = _record("food", "Groceries: 80 a week at most.", session="s6", day=22)
     budgets = [
-        trip.model_copy(update={"attribute": "budget/trip"}),
-        food.model_copy(update={"attribute": "budget/grocery"}),
+        _record(
+            "trip",
+            "My budget for the trip is 2000 euros.",
+            session="s5",
+            day=20,
+            attribute="budget/trip",
+        ),
+        _record(
+            "food",
+            "Groceries: 80 a week at most.",
+            session="s6",
+            day=22,
+            attribute="budget/grocery",
+        ),
     ]
     decision = judge.admit("What's my budget for the trip?", None, EMPTY, "", budgets)
     assert decision.admitted == ("trip",)
