@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,13 +76,19 @@ def open_store(url: str | Path, *, must_exist: bool = False, **options: Any) -> 
 
 
 @contextmanager
-def scratch_store(db: str | None, filename: str) -> Iterator[Store]:
+def scratch_store(
+    db: str | None, filename: str, *, id_factory: Callable[[], str] | None = None
+) -> Iterator[Store]:
     """The store a benchmark writes into, closed (and, when made here, removed) at the end.
 
     ``db`` is a SQLite file path (kept), None (a temporary file named ``filename``), or a
     ``postgresql://`` URL: then the benchmark writes into a fresh schema of that database,
     dropped afterwards, unless the URL names one with ``retold_schema=`` (kept).
+    ``id_factory`` makes the record ids of a store made here (a temporary file or a fresh
+    schema), so a run is reproducible; a store the caller names may hold records already,
+    and keeps the store's own ids.
     """
+    fresh = {"id_factory": id_factory} if id_factory is not None else {}
     if db is not None and is_postgres_url(db):
         from ._store_postgres import PostgresStore
 
@@ -91,7 +97,7 @@ def scratch_store(db: str | None, filename: str) -> Iterator[Store]:
                 yield kept
             return
         name = "retold_bench_" + secrets.token_hex(4)
-        store = open_store(db + ("&" if "?" in db else "?") + f"retold_schema={name}")
+        store = open_store(db + ("&" if "?" in db else "?") + f"retold_schema={name}", **fresh)
         assert isinstance(store, PostgresStore)
         try:
             yield store
@@ -101,6 +107,10 @@ def scratch_store(db: str | None, filename: str) -> Iterator[Store]:
             finally:
                 store.close()
         return
+    if db is not None:
+        with open_store(db) as store:
+            yield store
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        with open_store(db or str(Path(tmp) / filename)) as store:
+        with open_store(str(Path(tmp) / filename), **fresh) as store:
             yield store
