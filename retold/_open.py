@@ -88,7 +88,7 @@ def scratch_store(
     schema), so a run is reproducible; a store the caller names may hold records already,
     and keeps the store's own ids.
     """
-    fresh = {"id_factory": id_factory} if id_factory is not None else {}
+    fresh: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
     if db is not None and is_postgres_url(db):
         from ._store_postgres import PostgresStore
 
