@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from retold._lexicon import RELATIONS
+from retold._lexicon import PERSON_INTRODUCED
 from retold._policies import (
     AdmissionDecision,
     CandidateVerdict,
@@ -286,15 +286,8 @@ _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
 _OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
-# The name of one of the principal's people as a record introduces them: "my partner Jonas",
-# "my best friend, Sam,", "our neighbour Mrs. Li", "Jonas, my partner", "Jonas is my partner".
+_PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
 _TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
-_PERSON_INTRODUCED = re.compile(
-    rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS})),?\s+{_TITLE}"
-    r"(?P<name1>[A-Z][^\W\d_]+)"
-    r"|\b(?P<name2>[A-Z][^\W\d_]+),?\s+(?:is\s+)?(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?"
-    rf"(?P<rel2>(?i:{RELATIONS}))\b"
-)
 # A capitalised word where a question names a person: its subject after an auxiliary ("What
 # does Jonas do?", "Is Mrs. Li ...?") or the object of a preposition ("a gift for Ines").
 _MAY_NAME = re.compile(

@@ -54,7 +54,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UsageError
 from ._lexicon import FUNCTION_WORDS as _STOPWORDS
-from ._lexicon import MONTH_NAMES, WEEKDAY_NAMES
+from ._lexicon import (
+    MONTH_NAMES,
+    NOT_A_NAME,
+    PERSON_INTRODUCED,
+    RELATIONS,
+    WEEKDAY_NAMES,
+)
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
 from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
@@ -85,6 +91,27 @@ log = structlog.get_logger(__name__)
 _WORD = re.compile(r"\w+")
 # Capitalised words (names, places, brands) and acronyms; sentence-initial stopwords are dropped.
 _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
+# One of someone's people asked about by relation: "my brother", "our neighbour", "Mei's
+# older sister" (the owner is the first person or a capitalised possessive).
+_ASKED_RELATION = re.compile(
+    rf"(?:\b(?i:my|our)|\b{NOT_A_NAME}(?P<owner>[A-Z][^\W\d_]+)['’]s)"
+    r"\s+(?:(?!(?i:my|our|his|her|their|your)\b)(?i:[a-z]+)\s+)?"
+    rf"(?P<rel>(?i:{RELATIONS}))\b"
+)
+_PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
+# Relation words that name the same tie: a question about "my partner" is about the person
+# introduced as "my wife"; one about "my kids" about "my son Ben" and "my daughter Ana".
+_SAME_TIE = (
+    frozenset(
+        "wife husband partner spouse boyfriend girlfriend fiance fiancé fiancee fiancée".split()
+    ),
+    frozenset("mum mom mother".split()),
+    frozenset("dad father".split()),
+    frozenset("kid child children son daughter baby".split()),
+    frozenset("colleague coworker co-worker".split()),
+    frozenset("flatmate roommate".split()),
+    frozenset("neighbour neighbor".split()),
+)
 
 _CURRENT_STATE_KINDS = frozenset(
     {
@@ -143,6 +170,26 @@ class RetrievalConfig(BaseModel):
         "rarest first while their record lists fit (a common name's records tie at a small "
         "weight, and reading them is the stage's cost); a name found alone is read up to "
         "``entity_limit`` records, which is every tie the stage keeps.",
+    )
+    relation_path: bool = Field(
+        default=True,
+        description='Follow the query\'s people by relation: for "my brother" or "Mei\'s '
+        'brother", the names the scope\'s records give that relation ("my brother Luis", '
+        "said by that speaker) are looked up as a stage of their own, the introducing records "
+        'first, then the records naming them, so "Luis became a vet" is a candidate for '
+        '"What does Mei\'s brother do?".',
+    )
+    relation_rows: int = Field(
+        default=64,
+        ge=1,
+        description="The newest records naming the relation that the relation path reads for "
+        "introductions.",
+    )
+    relation_weight: float = Field(
+        default=1.5,
+        ge=0.0,
+        description="Weight of the relation path's stage (the dense stage's: both find what "
+        "the question's words alone do not).",
     )
     fusion: Literal["rrf", "weighted", "rrf_score"] = Field(
         default="rrf",
@@ -343,6 +390,33 @@ def _lexical_plan(terms: Sequence[str], common: frozenset[str]) -> tuple[tuple[s
     if selective:
         return selective, False
     return tuple(terms), bool(terms)
+
+
+def _tie(relation: str) -> frozenset[str]:
+    """The relation words that name the same tie as ``relation``, singular and lower-cased."""
+    word = relation.lower()
+    if word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return next((tie for tie in _SAME_TIE if word in tie), frozenset({word}))
+
+
+# (owner, the relation words of one tie) per person asked about; owner None: the first person.
+_Asked = tuple[tuple[str | None, frozenset[str]], ...]
+
+
+def _asked_relations(query: str, context: str | None = None) -> _Asked:
+    """The people ``query`` asks about by relation, each with its owner: "my brother" (the
+    first person), "Mei's brother". A planner's gap query may keep only the relation word
+    ("brother birthday"): the turn it came from (``context``) then says whose."""
+    asked = [(m.group("owner"), _tie(m.group("rel"))) for m in _ASKED_RELATION.finditer(query)]
+    if context:
+        kept = {_tie(w) for w in _WORD.findall(query)}
+        asked += [
+            (m.group("owner"), tie)
+            for m in _ASKED_RELATION.finditer(context)
+            if (tie := _tie(m.group("rel"))) in kept
+        ]
+    return tuple(dict.fromkeys(asked))
 
 
 def extract_entities(text: str) -> set[str]:
@@ -664,7 +738,9 @@ class HybridRetriever:
         """Run every enabled stage and return up to ``limit`` fused candidates.
 
         ``context`` (the raw user turn, when the query is a planner's gap query) is not
-        searched: the query alone says what is missing.
+        searched: the query alone says what is missing. It is read only for whose people a
+        relation word the query keeps belongs to ("wife days" from "What does my wife do
+        these days?"), for the relation path.
         """
         if limit <= 0:
             return RetrievalResult()
@@ -706,6 +782,7 @@ class HybridRetriever:
             limit,
             not rerank,
             stats,
+            _asked_relations(query, context),
             abandon_on_cancel=True,
             limiter=_cpu_limiter(),
         )
@@ -756,13 +833,15 @@ class HybridRetriever:
         limit: int,
         finish: bool,
         stats: tuple[int, frozenset[str]] | None = None,
+        asked: _Asked = (),
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         """The stages and fusion, then (``finish``) session neighbours and backfill.
 
-        ``stats``: :meth:`_scope_stats` when the caller has read them for this search.
+        ``stats``: :meth:`_scope_stats` when the caller has read them for this search;
+        ``asked``: the people the query asks about by relation (:func:`_asked_relations`).
         """
         hits, folded = self._candidates_sync(
-            scope, query, now, query_vector, timings, counts, limit, stats
+            scope, query, now, query_vector, timings, counts, limit, stats, asked
         )
         if finish:
             hits = self._after_fusion(scope, now, hits, limit, timings, query)
@@ -817,6 +896,7 @@ class HybridRetriever:
         counts: dict[str, int],
         limit: int,
         stats: tuple[int, frozenset[str]] | None = None,
+        asked: _Asked = (),
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
         if stats is None:
@@ -858,6 +938,12 @@ class HybridRetriever:
             ranked = self._entity(scope, query, stats)
             timings["entity"] = (time.perf_counter() - t0) * 1000
             stages.append(("entity", "entity", cfg.entity_weight, ranked))
+        if cfg.relation_path and asked:
+            check_deadline("the relation path")
+            t0 = time.perf_counter()
+            ranked = self._relation(scope, asked, now, stats, only is not None)
+            timings["relation"] = (time.perf_counter() - t0) * 1000
+            stages.append(("relation", "relation", cfg.relation_weight, ranked))
         if query_vector is not None and self.embedder is not None:
             check_deadline("the dense stage")
             t0 = time.perf_counter()
@@ -1074,6 +1160,64 @@ class HybridRetriever:
         return heapq.nsmallest(
             self.config.entity_limit, summed.items(), key=lambda t: (-t[1], t[0])
         )
+
+    def _relation(
+        self,
+        scope: Principal,
+        asked: _Asked,
+        now: datetime,
+        stats: tuple[int, frozenset[str]],
+        shared: bool,
+    ) -> list[tuple[str, float]]:
+        """The relation path: the people the query asks about by relation (``asked``: "my
+        brother", "Mei's brother"), found by name.
+
+        The newest ``relation_rows`` records using a word of the same tie are read for an
+        introduction ("my brother Luis", "Luis, my brother"); for a named owner, only those
+        the owner said. The stage lists those introductions, then the records naming the
+        people they introduce (the entity stage over their names), so a record that calls
+        someone only by name reaches a question that calls them by relation.
+        """
+        cfg = self.config
+        where, params = _live_filter(cfg, scope, now)
+        words = sorted(frozenset().union(*(tie for _, tie in asked)))
+        found = self.dialect.lexical(
+            self.store,
+            scope,
+            words,
+            where,
+            params,
+            cfg.relation_rows,
+            newest=cfg.relation_rows,
+            scoped=shared,
+        )
+        rows = self._rows(scope, now, [rid for rid, _ in found])
+        intros: list[str] = []
+        names: set[str] = set()
+        for rid, _ in found:
+            row = rows.get(rid)
+            if row is None:
+                continue
+            speaker = (row.get("speaker") or "").casefold()
+            for m in _PERSON_INTRODUCED.finditer(row["text"]):
+                tie = _tie(m.group("rel1") or m.group("rel2"))
+                if any(
+                    tie == asked_tie and (owner is None or owner.casefold() == speaker)
+                    for owner, asked_tie in asked
+                ):
+                    names.add(m.group("name1") or m.group("name2"))
+                    if rid not in intros:
+                        intros.append(rid)
+        if not names:
+            return []
+        named = [
+            (rid, score)
+            for rid, score in self._entity(scope, " ".join(sorted(names)), stats)
+            if rid not in intros
+        ]
+        # The introductions lead, at the best score of the records naming the people.
+        top = max((score for _, score in named), default=1.0)
+        return [(rid, top) for rid in intros] + named
 
     def _scope_stats(self, scope: Principal) -> tuple[int, frozenset[str]]:
         """(records ever written in scope, lower-cased speaker name words), cached.

@@ -1,0 +1,123 @@
+"""The relation path: a question that names someone by relation ("What does Mei's brother
+do?") reaches the records that call them by name ("Luis got hired as a vet.")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from retold import Principal, RecordDraft, Store
+from retold._lexicon import PERSON_INTRODUCED
+from retold._retrieval import HybridRetriever, RetrievalConfig, _asked_relations
+
+pytestmark = pytest.mark.anyio
+
+LEXICAL = RetrievalConfig(dense=False, session_window=0)
+SCOPE = Principal(tenant="t", principal="chat")
+
+# Mei and Tomas each talk about their own brother; small talk about work and moving fills
+# the rest, so "work" and "moving" alone do not find the facts.
+TURNS = [
+    ("Mei", "I had lunch with my brother Luis on Sunday."),
+    ("Tomas", "My brother Omar says hi, by the way!"),
+    *[("Mei", f"Work has been hectic again, week {k}.") for k in range(12)],
+    *[("Tomas", f"My work shift changed again, week {k}.") for k in range(12)],
+    ("Mei", "I might be moving to a bigger flat next year."),
+    ("Tomas", "Omar got hired as a bus driver, finally!"),
+    ("Mei", "Luis just started working as a paramedic."),
+    ("Mei", "Luis is moving to Bergen next month."),
+    *[("Mei", f"Work wants me to travel more, trip {k}.") for k in range(8)],
+]
+
+
+def introduced(text: str) -> list[tuple[str, str]]:
+    return [
+        (m.group("name1") or m.group("name2"), (m.group("rel1") or m.group("rel2")).lower())
+        for m in re.finditer(PERSON_INTRODUCED, text)
+    ]
+
+
+def fill(store: Store) -> None:
+    """The turns, one session each."""
+    for k, (speaker, text) in enumerate(TURNS):
+        store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
+
+
+async def texts(store: Store, query: str, config: RetrievalConfig, **kw: str) -> list[str]:
+    found = await HybridRetriever(store, config=config).retrieve(SCOPE, query, limit=8, **kw)
+    return [c.record.text for c in found]
+
+
+async def test_a_relation_reaches_the_records_that_use_the_name(any_store: Store) -> None:
+    """Without the path neither of Luis's facts is among the 8; with it both are, beside the
+    introduction, and Tomas's brother's are not (the owner is who said "my brother")."""
+    fill(any_store)
+    query = "What does Mei's brother do for work now?"
+    off = await texts(any_store, query, LEXICAL.model_copy(update={"relation_path": False}))
+    assert "Luis just started working as a paramedic." not in off
+    found = await texts(any_store, query, LEXICAL)
+    assert "Luis just started working as a paramedic." in found
+    assert "I had lunch with my brother Luis on Sunday." in found
+    assert "Omar got hired as a bus driver, finally!" not in found
+    about_omar = await texts(any_store, "What does Tomas's brother do for work now?", LEXICAL)
+    assert "Omar got hired as a bus driver, finally!" in about_omar
+    assert "Luis just started working as a paramedic." not in about_omar
+
+
+async def test_a_gap_query_takes_the_owner_from_the_turn(any_store: Store) -> None:
+    """A planner's gap query keeps "brother" but not "my": the turn says whose brother. A
+    relation word only the turn has is not followed."""
+    any_store.add(SCOPE, RecordDraft(text="My brother Luis lives in Porto."))
+    for k in range(20):
+        any_store.add(SCOPE, RecordDraft(text=f"The new job starts soon, note {k}."))
+    any_store.add(SCOPE, RecordDraft(text="Luis got a new job as a paramedic."))
+    cfg = LEXICAL
+    found = await texts(any_store, "brother job", cfg, context="What's my brother's job now?")
+    assert found[0] == "My brother Luis lives in Porto."
+    assert "Luis got a new job as a paramedic." in found
+    plain = await texts(any_store, "new job", cfg, context="What's my brother's job now?")
+    assert "My brother Luis lives in Porto." not in plain
+
+
+async def test_one_tie_has_several_words_and_a_deleted_introduction_names_nobody(
+    any_store: Store,
+) -> None:
+    """ "my partner" asks about the person introduced as "my wife"; once that introduction
+    is deleted, the path has no name to follow."""
+    intro = any_store.add(SCOPE, RecordDraft(text="I live in Turin with my wife Sara."))
+    for k in range(20):
+        any_store.add(SCOPE, RecordDraft(text=f"Shift work at the plant is tiring, day {k}."))
+    any_store.add(SCOPE, RecordDraft(text="Sara changed jobs: she runs a pharmacy now."))
+    query = "Where does my partner work these days?"
+    assert "Sara changed jobs: she runs a pharmacy now." in await texts(any_store, query, LEXICAL)
+    any_store.delete(SCOPE, intro.id, actor="test")
+    assert "Sara changed jobs: she runs a pharmacy now." not in await texts(
+        any_store, query, LEXICAL
+    )
+
+
+def test_asked_relations_read_the_owner() -> None:
+    assert _asked_relations("What does Mei's older brother do?") == (
+        ("Mei", frozenset({"brother"})),
+    )
+    ((owner, tie),) = _asked_relations("How are my kids doing?")
+    assert owner is None and {"son", "daughter", "kid"} <= tie
+    assert _asked_relations("What is the capital of France?") == ()
+    assert _asked_relations("job", "What's my brother's job?") == ()
+
+
+def test_introductions_are_read_from_apposition_and_not_from_sentence_openers() -> None:
+    """A name is a capitalised word beside "my <relation>", not a function word or a day that
+    opens the sentence, and an apposition is closed by a comma or the sentence."""
+    assert introduced("My wife Sara works nights.") == [("Sara", "wife")]
+    assert introduced("Jonas, my partner, is a carpenter.") == [("Jonas", "partner")]
+    assert introduced("I met Jonas, my partner.") == [("Jonas", "partner")]
+    assert introduced("Jonas is my partner and we cook.") == [("Jonas", "partner")]
+    assert introduced("Our neighbour Mrs. Li waved.") == [("Li", "neighbour")]
+    assert introduced("My brother (Luis) came too.") == [("Luis", "brother")]
+    assert introduced("Honestly, my boss, Tom, is great.") == [("Tom", "boss")]
+    assert introduced("Maybe my students could volunteer.") == []
+    assert introduced("This is my sister.") == []
+    assert introduced("Yesterday, my sister called.") == []
+    assert introduced("My kids Monday were tired.") == []
