@@ -1088,6 +1088,31 @@ _NOT_A_ROLE = frozenset(
     "of person people fan fans lover lovers type kind sort bit lot little tad fanatic addict "
     "enthusiast buff nerd geek junkie believer minute hour day week month year".split()
 )
+# "I'm a/an" then a word that makes the rest a habit, a taste or a verdict, not a job: "an
+# early riser", "a light sleeper", "a picky eater", "a terrible cook", "a huge foodie".
+_MANNER = frozenset(
+    "early late light heavy deep sound slow fast quick picky fussy messy tidy neat good bad "
+    "terrible awful horrible great decent poor lousy excellent amazing brilliant big huge "
+    "massive total complete absolute utter avid keen eager proud happy lucky natural born real "
+    "true night morning firm hopeless serial chronic compulsive casual occasional regular "
+    "frequent social habitual reluctant nervous anxious nervy careful careless sucker".split()
+)
+# What one is, not what one does: a stage of life, a temperament, a family tie, a status.
+_NOT_A_JOB = re.compile(
+    r"(?:adult|grown-?up|teen(?:ager)?|kid|child|baby|twin|orphan|widow(?:er)?|"
+    r"mum|mom|mother|dad|father|parent|grand\w+|wife|husband|sister|brother|sibling|aunt|"
+    r"uncle|cousin|niece|nephew|newlywed|bride|groom|single|introvert|extrovert|ambivert|"
+    r"optimist|pessimist|realist|idealist|romantic|perfectionist|procrastinator|worrier|"
+    r"overthinker|beginner|novice|newbie|amateur|foodie|homeowner|renter|tenant|member|"
+    r"regular|local|newcomer|native|immigrant|expat|citizen|resident|vegetarian|vegan|"
+    r"smoker|non-smoker|drinker|non-drinker|survivor|patient|fan|believer|person|human|"
+    r"woman|man|girl|guy|boy|lady|gentleman|mess|wreck|pushover|natural)s?",
+    re.I,
+)
+_TRAILING = frozenset(
+    "now again too also already finally anymore today nowadays currently lately days".split()
+)
+_PREPOSITIONS = frozenset("for at in with from on".split())
 _CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]| - |\b(?:and|but|so|because|who|which|that)\b")
 _I_AM_A = re.compile(r"i(?:'m| am) an?", re.I)
 # "work at/for" a place, an employer or a person, not a time or a place of the day ("I work
@@ -1104,7 +1129,9 @@ _AS_A_ROLE = re.compile(r"\s*(?:an?|the)\b", re.I)
 def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     """Whether an occupation cue matched in ``sentence`` states one: "work at/for" must not
     name a time or home, "work as" needs a role after it, and "I'm a/an" a few words naming
-    no trait, degree or time, not all of them capitalised."""
+    no trait, degree or time, not all of them capitalised, that neither open with a word of
+    manner or verdict ("an early riser", "a terrible cook") nor end in what one is rather
+    than does ("an adult", "a new mum", "an introvert", "a homeowner")."""
     cue = m.group(1).lower()
     rest = sentence[m.end() :]
     if cue.endswith(("at", "for")):
@@ -1116,10 +1143,23 @@ def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     end = _CLAUSE_END.search(rest)
     written = re.findall(r"[^\W\d_]+", rest[: end.start()] if end else rest)
     words = [w.lower() for w in written]
+    while len(words) > 1 and words[-1] in _TRAILING:
+        words.pop()  # "a homeowner now", "a nurse these days"
+        if words[-1] == "these":
+            words.pop()
+    # the head noun comes before a prepositional phrase: "a carer for my dad"
+    head = next((i for i, w in enumerate(words) if w in _PREPOSITIONS), len(words))
+    head_noun = words[head - 1] if head else words[-1]
     # only capitalised words name where one is from or what one supports, not a job: "a
     # Londoner", "an Arsenal fan" (but "a Google engineer")
     demonym = all(w[0].isupper() for w in written)
-    return 0 < len(words) <= 6 and not demonym and not _NOT_A_ROLE.intersection(words)
+    return (
+        0 < len(words) <= 6
+        and not demonym
+        and not _NOT_A_ROLE.intersection(words)
+        and words[0] not in _MANNER
+        and not _NOT_A_JOB.fullmatch(head_noun)
+    )
 
 
 def _kind(sentence: str) -> RecordKind:

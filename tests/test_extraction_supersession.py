@@ -60,6 +60,11 @@ REPLACES = [
     ("I work at Siemens.", "I quit my job at Siemens."),
     ("I work at Siemens.", "I'm now working at Bosch."),
     ("I work as a nurse.", "I work as a midwife now."),
+    ("I'm a nurse at the city hospital.", "I'm a primary school teacher now."),
+    ("I work as a pharmacist in town.", "I'm a full-time carer for my dad now."),
+    ("I work as a pharmacist in town.", "I'm a data analyst at a bank now."),
+    ("I work as a pharmacist in town.", "I'm a sous chef at a hotel now."),
+    ("I'm a nurse at the city hospital.", "I'm an electrician."),
 ]
 
 # (earlier statement, later statement): both stay true; the later one replaces nothing.
@@ -124,6 +129,22 @@ ADDS_UP = [
     ("I work at Siemens.", "I'm working at the moment, talk later."),
     ("I'm a nurse.", "My sister got a new job as a nurse too."),
     ("I work at Siemens.", "I work at my desk until six."),
+    # "I'm a/an" a habit, a verdict, a stage of life, a family tie or a status: no new job
+    ("I'm a nurse at the city hospital.", "I'm an early riser, usually up by 5."),
+    ("I'm a nurse at the city hospital.", "I'm an adult, I can handle it."),
+    ("I'm a nurse at the city hospital.", "I'm a light sleeper."),
+    ("I'm a nurse at the city hospital.", "I'm a terrible cook."),
+    ("I'm a nurse at the city hospital.", "I'm a new mum."),
+    ("I'm a nurse at the city hospital.", "I'm an introvert."),
+    ("I'm a nurse at the city hospital.", "I'm a homeowner now."),
+    ("I work as a pharmacist in town.", "I'm a sound sleeper, nothing wakes me."),
+    ("I work as a pharmacist in town.", "I'm a hopeless romantic."),
+    ("I work as a pharmacist in town.", "I'm a single parent."),
+    ("I work as a pharmacist in town.", "I'm a grandad now!"),
+    ("I work as a pharmacist in town.", "I'm a regular at that cafe."),
+    ("I work as a pharmacist in town.", "I'm a keen gardener."),
+    ("I work as a pharmacist in town.", "I'm a good listener."),
+    ("I work as a pharmacist in town.", "I'm a dual citizen."),
 ]
 
 
