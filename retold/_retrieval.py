@@ -96,14 +96,18 @@ _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
 _ASKED_RELATION = re.compile(
     rf"(?:\b(?i:my|our)|\b{NOT_A_NAME}(?P<owner>[A-Z][^\W\d_]+)['’]s)"
     r"\s+(?:(?!(?i:my|our|his|her|their|your)\b)(?i:[a-z]+)\s+)?"
-    rf"(?P<rel>(?i:{RELATIONS}))\b"
+    rf"(?P<rel>(?i:{RELATIONS}|other half|better half|significant other))\b"
 )
 _PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
-# Relation words that name the same tie: a question about "my partner" is about the person
-# introduced as "my wife"; one about "my kids" about "my son Ben" and "my daughter Ana".
+# Relation words that name the same tie: a question about "my partner" or "my other half" is
+# about the person introduced as "my wife"; one about "my kids" about "my son Ben" and "my
+# daughter Ana".
 _SAME_TIE = (
     frozenset(
-        "wife husband partner spouse boyfriend girlfriend fiance fiancé fiancee fiancée".split()
+        [
+            *"wife husband partner spouse boyfriend girlfriend fiance fiancé fiancee fiancée".split(),
+            *("other half", "better half", "significant other"),
+        ]
     ),
     frozenset("mum mom mother".split()),
     frozenset("dad father".split()),
@@ -410,12 +414,13 @@ def _asked_relations(query: str, context: str | None = None) -> _Asked:
     ("brother birthday"): the turn it came from (``context``) then says whose."""
     asked = [(m.group("owner"), _tie(m.group("rel"))) for m in _ASKED_RELATION.finditer(query)]
     if context:
-        kept = {_tie(w) for w in _WORD.findall(query)}
-        asked += [
-            (m.group("owner"), tie)
-            for m in _ASKED_RELATION.finditer(context)
-            if (tie := _tie(m.group("rel"))) in kept
-        ]
+        words = {w.lower() for w in _WORD.findall(query)}
+        kept = {_tie(w) for w in words}
+        for m in _ASKED_RELATION.finditer(context):
+            tie = _tie(m.group("rel"))
+            # the query keeps the relation, or the telling word of a phrase ("half")
+            if tie in kept or words & (set(m.group("rel").lower().split()) - {"other"}):
+                asked.append((m.group("owner"), tie))
     return tuple(dict.fromkeys(asked))
 
 

@@ -83,14 +83,16 @@ async def test_a_gap_query_takes_the_owner_from_the_turn(any_store: Store) -> No
 async def test_one_tie_has_several_words_and_a_deleted_introduction_names_nobody(
     any_store: Store,
 ) -> None:
-    """ "my partner" asks about the person introduced as "my wife"; once that introduction
-    is deleted, the path has no name to follow."""
+    """ "my partner" and "my other half" ask about the person introduced as "my wife"; once
+    that introduction is deleted, the path has no name to follow."""
     intro = any_store.add(SCOPE, RecordDraft(text="I live in Turin with my wife Sara."))
     for k in range(20):
         any_store.add(SCOPE, RecordDraft(text=f"Shift work at the plant is tiring, day {k}."))
     any_store.add(SCOPE, RecordDraft(text="Sara changed jobs: she runs a pharmacy now."))
     query = "Where does my partner work these days?"
     assert "Sara changed jobs: she runs a pharmacy now." in await texts(any_store, query, LEXICAL)
+    other_half = await texts(any_store, "Is my other half still at the plant?", LEXICAL)
+    assert "Sara changed jobs: she runs a pharmacy now." in other_half
     any_store.delete(SCOPE, intro.id, actor="test")
     assert "Sara changed jobs: she runs a pharmacy now." not in await texts(
         any_store, query, LEXICAL
@@ -105,6 +107,8 @@ def test_asked_relations_read_the_owner() -> None:
     assert owner is None and {"son", "daughter", "kid"} <= tie
     assert _asked_relations("What is the capital of France?") == ()
     assert _asked_relations("job", "What's my brother's job?") == ()
+    ((_, spouse),) = _asked_relations("half employed now", "Where is my other half employed?")
+    assert {"wife", "husband", "partner"} <= spouse
 
 
 def test_introductions_are_read_from_apposition_and_not_from_sentence_openers() -> None:
