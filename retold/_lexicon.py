@@ -83,8 +83,8 @@ MONTH_NAMES = (
     "january|february|march|april|may|june|july|august|september|october|november|december"
 )
 WEEKDAY_NAMES = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-#: A capitalised word that is no name: a function word that opens a sentence ("Maybe my
-#: students ...", "This is my sister"), or a day or month ("my kids Monday").
+#: A capitalised word that opens a sentence and is no name: a function word ("Maybe my
+#: students ...", "This is my sister"), a day or a month ("Monday, my boss ...").
 NOT_A_NAME = (
     "(?!(?i:"
     + "|".join(sorted(FUNCTION_WORDS, key=lambda w: (-len(w), w)))
@@ -93,13 +93,14 @@ NOT_A_NAME = (
 )
 #: One of the speaker's people named with the relation they hold, as a regex: "my partner
 #: Jonas", "my best friend, Sam,", "our neighbour Mrs. Li", "my brother (Luis)", "my sister -
-#: Ana -" (groups ``rel1`` and ``name1``); "Jonas is my partner", and "Jonas, my partner" as an
-#: apposition that a comma or the sentence closes (``name2`` and ``rel2``). Case-sensitive
-#: where it reads a name.
+#: Ana -", "my brother Will" (groups ``rel1`` and ``name1``); "Jonas is my partner", and
+#: "Jonas, my partner" as an apposition that a comma or the sentence closes (``name2`` and
+#: ``rel2``), where the name is no word that may open a sentence (:data:`NOT_A_NAME`).
+#: Case-sensitive where it reads a name.
 PERSON_INTRODUCED = (
     rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
     r"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+)(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
-    rf"{NOT_A_NAME}(?P<name1>[A-Z][^\W\d_]+)"
+    r"(?P<name1>[A-Z][^\W\d_]+)"
     rf"|\b{NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
     rf"(?:\s+is\s+|,\s*(?=(?i:my|our)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
     r"\s*(?:[.;:!?)]|$|,(?!\s*(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z]))))"

@@ -112,8 +112,9 @@ def test_asked_relations_read_the_owner() -> None:
 
 
 def test_introductions_are_read_from_apposition_and_not_from_sentence_openers() -> None:
-    """A name is a capitalised word beside "my <relation>", not a function word or a day that
-    opens the sentence, and an apposition is closed by a comma or the sentence."""
+    """A name is a capitalised word beside "my <relation>" (even one spelled like a word:
+    "Will", "May"); before it, not a function word or a day that opens the sentence, and an
+    apposition is closed by a comma or the sentence."""
     assert introduced("My wife Sara works nights.") == [("Sara", "wife")]
     assert introduced("Jonas, my partner, is a carpenter.") == [("Jonas", "partner")]
     assert introduced("I met Jonas, my partner.") == [("Jonas", "partner")]
@@ -124,4 +125,8 @@ def test_introductions_are_read_from_apposition_and_not_from_sentence_openers() 
     assert introduced("Maybe my students could volunteer.") == []
     assert introduced("This is my sister.") == []
     assert introduced("Yesterday, my sister called.") == []
-    assert introduced("My kids Monday were tired.") == []
+    assert introduced("Monday, my boss, yelled.") == []
+    assert introduced("My brother Will and my daughter May came.") == [
+        ("Will", "brother"),
+        ("May", "daughter"),
+    ]
