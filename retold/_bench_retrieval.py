@@ -45,6 +45,14 @@ three words drawn from the fixed everyday words every synthetic record is full o
 query made only of common words (see ``lexical_common_postings``); in a shared store that is
 where other principals' postings would be read.
 
+Then ``relation_queries`` (as many) are timed the same way and reported apart
+(``relation_p50_ms``/``relation_p95_ms``): each asks about one of the principal's people by
+relation ("What does my sister think about ...?"), so the relation path runs: it reads the
+newest records using the relation word for an introduction, then the records naming the
+person. For that, one record in 50 of the principal's opens with an introduction ("My sister
+Mira ...", five relations, each with its own name) and another one in 50 opens with the
+person's name; ``relation_found`` counts the relation queries whose path found the person.
+
 Simulated: the embedder. ``synthetic-hash`` gives each word a fixed pseudo-random 384-float
 vector (seeded by the word's SHA-256) and a text the normalised sum of its words' vectors,
 so texts sharing words are near; it costs microseconds where a real model costs
@@ -87,6 +95,9 @@ _COMMON = (
     "about really think just so but like yesterday today week weekend new good great"
 ).split()
 _NAMES = ["Alder", "Brisa", "Corin", "Delta", "Ember", "Fenn", "Galen", "Hollis", "Isla", "Juno"]
+# The principal's people, introduced by relation in one record in 50 (see the module doc).
+_PEOPLE = [("sister", "Mira"), ("brother", "Tobin"), ("friend", "Orla"), ("boss", "Pell")]
+_PEOPLE += [("neighbour", "Sunniva")]
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:
@@ -179,6 +190,11 @@ def run_retrieval_bench(
     scope = Principal(tenant="bench", principal="retrieval")
     start = datetime(2024, 1, 1, tzinfo=UTC)
     texts = [_sentence(rng, vocab) for _ in range(n)]
+    for i in range(0, n, 50):
+        relation, person = _PEOPLE[(i // 50) % len(_PEOPLE)]
+        texts[i] = f"My {relation} {person} " + texts[i][0].lower() + texts[i][1:]
+        if i + 25 < n:
+            texts[i + 25] = f"{person} " + texts[i + 25][0].lower() + texts[i + 25][1:]
     others = [Principal(tenant="bench", principal=f"neighbour-{k}") for k in range(1, principals)]
     other_rng = random.Random(seed + 2)
     t0 = time.perf_counter()
@@ -238,14 +254,22 @@ def run_retrieval_bench(
     everyday = query_terms(" ".join(_COMMON))
     common_qs = [" ".join(rng.sample(everyday, 3)) for _ in range(max(50, queries // 4))]
 
-    async def timed_common() -> list[float]:
+    relation_qs = [
+        f"What does my {rng.choice(_PEOPLE)[0]} think about {' '.join(rng.sample(vocab, 2))}?"
+        for _ in range(max(50, queries // 4))
+    ]
+
+    async def timed_apart(group: list[str]) -> tuple[list[float], int]:
+        """(latencies, how many searches the relation path found someone for)."""
         latencies: list[float] = []
-        for q in common_qs:
+        found = 0
+        for q in group:
             t = time.perf_counter()
             result = await retriever.search(scope, q, limit=candidates)
             pack(result.candidates, budget=budget, counter=counter, config=packing)
             latencies.append((time.perf_counter() - t) * 1000)
-        return latencies
+            found += result.stage_counts.get("relation", 0) > 0
+        return latencies, found
 
     # As in ``bench latency``: a full collection, then every object alive (the records'
     # texts and the rest of the bench's own setup) out of the collector's reach, so the
@@ -254,7 +278,8 @@ def run_retrieval_bench(
     gc.freeze()
     try:
         latencies, cpu, packed = anyio.run(timed)
-        common_latencies = anyio.run(timed_common)
+        common_latencies, _ = anyio.run(timed_apart, common_qs)
+        relation_latencies, relation_found = anyio.run(timed_apart, relation_qs)
     finally:
         gc.unfreeze()
     return {
@@ -278,6 +303,10 @@ def run_retrieval_bench(
         "common_words_queries": len(common_qs),
         "common_words_p50_ms": _percentile(common_latencies, 0.5),
         "common_words_p95_ms": _percentile(common_latencies, 0.95),
+        "relation_queries": len(relation_qs),
+        "relation_found": relation_found,
+        "relation_p50_ms": _percentile(relation_latencies, 0.5),
+        "relation_p95_ms": _percentile(relation_latencies, 0.95),
         "write_records_per_s": n * principals / write_s if write_s > 0 else 0.0,
         "entity_index_records_per_s": n / index_s if index_s > 0 else 0.0,
         "write_mode": f"one transaction per record ({type(store).__name__}.add)",
@@ -344,6 +373,8 @@ def _main(args: argparse.Namespace) -> int:
             f"p95 {report['p95_ms']:.1f} ms (CPU p95 {report['cpu_p95_ms']:.1f} ms); "
             f"common words only p50 {report['common_words_p50_ms']:.1f} ms, "
             f"p95 {report['common_words_p95_ms']:.1f} ms; "
+            f"by relation p50 {report['relation_p50_ms']:.1f} ms, "
+            f"p95 {report['relation_p95_ms']:.1f} ms; "
             f"writes {report['write_records_per_s']:.0f}/s"
         )
     return 0

@@ -101,7 +101,7 @@ PERSON_INTRODUCED = (
     rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
     r"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+)(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
     r"(?P<name1>[A-Z][^\W\d_]+)"
-    rf"|\b{NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
+    rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
     rf"(?:\s+is\s+|,\s*(?=(?i:my|our)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
     r"\s*(?:[.;:!?)]|$|,(?!\s*(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z]))))"
     rf"(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b"

@@ -94,7 +94,7 @@ _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
 # One of someone's people asked about by relation: "my brother", "our neighbour", "Mei's
 # older sister" (the owner is the first person or a capitalised possessive).
 _ASKED_RELATION = re.compile(
-    rf"(?:\b(?i:my|our)|\b{NOT_A_NAME}(?P<owner>[A-Z][^\W\d_]+)['’]s)"
+    rf"(?:\b(?i:my|our)|\b(?=[A-Z]){NOT_A_NAME}(?P<owner>[A-Z][^\W\d_]+)['’]s)"
     r"\s+(?:(?!(?i:my|our|his|her|their|your)\b)(?i:[a-z]+)\s+)?"
     rf"(?P<rel>(?i:{RELATIONS}|other half|better half|significant other))\b"
 )

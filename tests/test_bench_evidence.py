@@ -95,6 +95,9 @@ def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None
     assert report["p95_ms"] >= report["p50_ms"] > 0  # type: ignore[operator]
     assert report["common_words_queries"] == 50
     assert report["common_words_p95_ms"] >= report["common_words_p50_ms"] > 0  # type: ignore[operator]
+    # every relation query reaches someone the principal introduced by that relation
+    assert report["relation_queries"] == report["relation_found"] == 50
+    assert report["relation_p95_ms"] >= report["relation_p50_ms"] > 0  # type: ignore[operator]
     assert report["write_records_per_s"] > 0  # type: ignore[operator]
     off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
     assert off["dense"] is False and off["embedder"] is None
