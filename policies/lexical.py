@@ -28,6 +28,7 @@ from retold._policies import (
 )
 from retold._records import EpistemicState, ProfileBlock, Record
 from retold._redaction import strip_secrets
+from retold._retrieval import asked_relations, relation_tie
 
 __all__ = [
     "NAMED_POSSESSIVE",
@@ -347,6 +348,17 @@ def relation_aliases(records: Sequence[Record]) -> dict[str, str]:
                 out[record.id] = pattern.sub(f"my {relation}", record.text, count=1)
                 break
     return out
+
+
+def people_asked_by_relation(turn: str, candidates: Sequence[str]) -> set[str]:
+    """The names the ``candidates`` give the principal's people that ``turn`` asks about by
+    relation ("What does my wife do now?" -> ``{"Sara"}``, given "my wife Sara"; "my other
+    half" and "my partner" name the same tie), as retrieval's relation path reads them."""
+    ties = {tie for owner, tie in asked_relations(turn) if owner is None}
+    if not ties:
+        return set()
+    people = people_introduced(candidates)
+    return {name for name, relation in people.items() if relation_tie(relation) in ties}
 
 
 def people_asked_about(turn: str, candidates: Sequence[str]) -> set[str]:

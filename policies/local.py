@@ -71,6 +71,7 @@ from .lexical import (
     items_of_one_list,
     names_any,
     people_asked_about,
+    people_asked_by_relation,
     relation_aliases,
     turn_reach,
 )
@@ -375,7 +376,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@7"
+    policy_id = "semantic-admission-judge-local@8"
 
     def __init__(
         self,
@@ -475,9 +476,15 @@ class SemanticAdmissionJudge:
         for rid, score in zip(aliased, as_relation, strict=True):
             relevance[rid] = max(relevance[rid], score)
         personal, reach = turn_reach(turn, [r.text for r in usable])
-        # A question about one of the principal's people by name ("What does Jonas do?") is
-        # personal for the records that name them, and for those only.
-        asked = set() if personal else people_asked_about(turn, [r.text for r in usable])
+        # A question about one of the principal's people by name ("What does Jonas do?") or
+        # by relation ("What does my wife do now?", given "my wife Sara") is personal for the
+        # records that name them, and for those only.
+        texts_of = [r.text for r in usable]
+        asked = (
+            people_asked_about(turn, texts_of)
+            if not personal
+            else people_asked_by_relation(turn, texts_of)
+        )
         personal, reach = personal or bool(asked), reach or bool(asked)
         # The candidates that may be admitted (all, unless the turn asks about someone by
         # name) and the best score among them, which the others must come within.

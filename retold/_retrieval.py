@@ -396,7 +396,7 @@ def _lexical_plan(terms: Sequence[str], common: frozenset[str]) -> tuple[tuple[s
     return tuple(terms), bool(terms)
 
 
-def _tie(relation: str) -> frozenset[str]:
+def relation_tie(relation: str) -> frozenset[str]:
     """The relation words that name the same tie as ``relation``, singular and lower-cased."""
     word = relation.lower()
     if word.endswith("s") and not word.endswith("ss"):
@@ -408,16 +408,18 @@ def _tie(relation: str) -> frozenset[str]:
 _Asked = tuple[tuple[str | None, frozenset[str]], ...]
 
 
-def _asked_relations(query: str, context: str | None = None) -> _Asked:
+def asked_relations(query: str, context: str | None = None) -> _Asked:
     """The people ``query`` asks about by relation, each with its owner: "my brother" (the
     first person), "Mei's brother". A planner's gap query may keep only the relation word
     ("brother birthday"): the turn it came from (``context``) then says whose."""
-    asked = [(m.group("owner"), _tie(m.group("rel"))) for m in _ASKED_RELATION.finditer(query)]
+    asked = [
+        (m.group("owner"), relation_tie(m.group("rel"))) for m in _ASKED_RELATION.finditer(query)
+    ]
     if context:
         words = {w.lower() for w in _WORD.findall(query)}
-        kept = {_tie(w) for w in words}
+        kept = {relation_tie(w) for w in words}
         for m in _ASKED_RELATION.finditer(context):
-            tie = _tie(m.group("rel"))
+            tie = relation_tie(m.group("rel"))
             # the query keeps the relation, or the telling word of a phrase ("half")
             if tie in kept or words & (set(m.group("rel").lower().split()) - {"other"}):
                 asked.append((m.group("owner"), tie))
@@ -787,7 +789,7 @@ class HybridRetriever:
             limit,
             not rerank,
             stats,
-            _asked_relations(query, context),
+            asked_relations(query, context),
             abandon_on_cancel=True,
             limiter=_cpu_limiter(),
         )
@@ -843,7 +845,7 @@ class HybridRetriever:
         """The stages and fusion, then (``finish``) session neighbours and backfill.
 
         ``stats``: :meth:`_scope_stats` when the caller has read them for this search;
-        ``asked``: the people the query asks about by relation (:func:`_asked_relations`).
+        ``asked``: the people the query asks about by relation (:func:`asked_relations`).
         """
         hits, folded = self._candidates_sync(
             scope, query, now, query_vector, timings, counts, limit, stats, asked
@@ -1205,7 +1207,7 @@ class HybridRetriever:
                 continue
             speaker = (row.get("speaker") or "").casefold()
             for m in _PERSON_INTRODUCED.finditer(row["text"]):
-                tie = _tie(m.group("rel1") or m.group("rel2"))
+                tie = relation_tie(m.group("rel1") or m.group("rel2"))
                 if any(
                     tie == asked_tie and (owner is None or owner.casefold() == speaker)
                     for owner, asked_tie in asked

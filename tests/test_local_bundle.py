@@ -216,7 +216,7 @@ async def test_judge_refuses_hypothetical_redacted_and_redundant_records() -> No
 async def test_judge_scores_a_named_person_as_the_relation_a_record_gives_them() -> None:
     """ "Sara changed jobs" is also scored as "my wife changed jobs" when another candidate
     says "my wife Sara": for "What jobs does my wife have now?" it outranks the record that
-    only introduces her; a name no candidate introduces is scored as written."""
+    only introduces her; someone else's job change is not about her."""
     judge = SemanticAdmissionJudge(_Axes(["wife", "jobs"]), hub_weight=0.0)
     intro = _record("r1", "I live in Turin with my wife Sara.")
     update = _record("r2", "Sara changed jobs.", session="s2", days=30)
@@ -224,7 +224,7 @@ async def test_judge_scores_a_named_person_as_the_relation_a_record_gives_them()
     assert (await judge.admit(turn, None, EMPTY, "", [intro, update])).admitted == ("r2",)
     stranger = _record("r3", "Greta changed jobs.", session="s3", days=31)
     decision = await judge.admit(turn, None, EMPTY, "", [intro, stranger])
-    assert decision.admitted == ("r1", "r3")
+    assert decision.admitted == ("r1",)
 
 
 @pytest.mark.anyio
@@ -240,6 +240,22 @@ async def test_judge_reaches_the_records_naming_a_person_the_question_asks_about
     stranger = _record("r3", "Jonas is a carpenter.")
     decision = await judge.admit("Does Jonas like hiking?", None, EMPTY, "", [stranger, hiking])
     assert decision.admitted == ()
+
+
+@pytest.mark.anyio
+async def test_judge_reaches_the_records_naming_a_person_asked_about_by_relation() -> None:
+    """A question about one of the principal's people by relation ("my other half", the
+    tie of "my wife Sara") is answered from the records that name them: the principal's
+    own job, closer to "employed", is not admitted; without an introduction it would be."""
+    judge = SemanticAdmissionJudge(_Axes(["employ"]), hub_weight=0.0)
+    intro = _record("r1", "I live in Lyon with my wife Sara.")
+    hers = _record("r2", "Sara is employed at the hospital now.", days=2)
+    mine = _record("r3", "I'm employed at a logistics firm.", days=1)
+    turn = "Where is my other half employed now?"
+    decision = await judge.admit(turn, None, EMPTY, "", [intro, hers, mine])
+    assert "r2" in decision.admitted and "r3" not in decision.admitted
+    decision = await judge.admit(turn, None, EMPTY, "", [hers, mine])
+    assert "r3" in decision.admitted
 
 
 @pytest.mark.anyio

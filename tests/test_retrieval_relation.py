@@ -9,7 +9,7 @@ import pytest
 
 from retold import Principal, RecordDraft, Store
 from retold._lexicon import PERSON_INTRODUCED
-from retold._retrieval import HybridRetriever, RetrievalConfig, _asked_relations
+from retold._retrieval import HybridRetriever, RetrievalConfig, asked_relations
 
 pytestmark = pytest.mark.anyio
 
@@ -100,14 +100,14 @@ async def test_one_tie_has_several_words_and_a_deleted_introduction_names_nobody
 
 
 def test_asked_relations_read_the_owner() -> None:
-    assert _asked_relations("What does Mei's older brother do?") == (
+    assert asked_relations("What does Mei's older brother do?") == (
         ("Mei", frozenset({"brother"})),
     )
-    ((owner, tie),) = _asked_relations("How are my kids doing?")
+    ((owner, tie),) = asked_relations("How are my kids doing?")
     assert owner is None and {"son", "daughter", "kid"} <= tie
-    assert _asked_relations("What is the capital of France?") == ()
-    assert _asked_relations("job", "What's my brother's job?") == ()
-    ((_, spouse),) = _asked_relations("half employed now", "Where is my other half employed?")
+    assert asked_relations("What is the capital of France?") == ()
+    assert asked_relations("job", "What's my brother's job?") == ()
+    ((_, spouse),) = asked_relations("half employed now", "Where is my other half employed?")
     assert {"wife", "husband", "partner"} <= spouse
 
 
