@@ -1143,6 +1143,8 @@ def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     end = _CLAUSE_END.search(rest)
     written = re.findall(r"[^\W\d_]+", rest[: end.start()] if end else rest)
     words = [w.lower() for w in written]
+    if not words:
+        return False  # "I'm a, um, ..."
     while len(words) > 1 and words[-1] in _TRAILING:
         words.pop()  # "a homeowner now", "a nurse these days"
         if words[-1] == "these":
@@ -1154,7 +1156,7 @@ def _names_a_role(m: re.Match[str], sentence: str) -> bool:
     # Londoner", "an Arsenal fan" (but "a Google engineer")
     demonym = all(w[0].isupper() for w in written)
     return (
-        0 < len(words) <= 6
+        len(words) <= 6
         and not demonym
         and not _NOT_A_ROLE.intersection(words)
         and words[0] not in _MANNER

@@ -145,6 +145,7 @@ ADDS_UP = [
     ("I work as a pharmacist in town.", "I'm a keen gardener."),
     ("I work as a pharmacist in town.", "I'm a good listener."),
     ("I work as a pharmacist in town.", "I'm a dual citizen."),
+    ("I work as a pharmacist in town.", "I'm a, um, bit lost today."),
 ]
 
 
