@@ -96,8 +96,13 @@ _COMMON = (
 ).split()
 _NAMES = ["Alder", "Brisa", "Corin", "Delta", "Ember", "Fenn", "Galen", "Hollis", "Isla", "Juno"]
 # The principal's people, introduced by relation in one record in 50 (see the module doc).
-_PEOPLE = [("sister", "Mira"), ("brother", "Tobin"), ("friend", "Orla"), ("boss", "Pell")]
-_PEOPLE += [("neighbour", "Sunniva")]
+_PEOPLE = [
+    ("sister", "Mira"),
+    ("brother", "Tobin"),
+    ("friend", "Orla"),
+    ("boss", "Pell"),
+    ("neighbour", "Sunniva"),
+]
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:
