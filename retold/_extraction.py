@@ -1147,7 +1147,7 @@ def _names_a_role(m: re.Match[str], sentence: str) -> bool:
         return False  # "I'm a, um, ..."
     while len(words) > 1 and words[-1] in _TRAILING:
         words.pop()  # "a homeowner now", "a nurse these days"
-        if words[-1] == "these":
+        if words[-1] == "these" and len(words) > 1:
             words.pop()
     # the head noun comes before a prepositional phrase: "a carer for my dad"
     head = next((i for i, w in enumerate(words) if w in _PREPOSITIONS), len(words))

@@ -146,6 +146,7 @@ ADDS_UP = [
     ("I work as a pharmacist in town.", "I'm a good listener."),
     ("I work as a pharmacist in town.", "I'm a dual citizen."),
     ("I work as a pharmacist in town.", "I'm a, um, bit lost today."),
+    ("I work as a pharmacist in town.", "Work is odd, I'm a these days."),
 ]
 
 
