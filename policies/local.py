@@ -475,11 +475,11 @@ class SemanticAdmissionJudge:
         )
         for rid, score in zip(aliased, as_relation, strict=True):
             relevance[rid] = max(relevance[rid], score)
-        personal, reach = turn_reach(turn, [r.text for r in usable])
+        texts_of = [r.text for r in usable]
+        personal, reach = turn_reach(turn, texts_of)
         # A question about one of the principal's people by name ("What does Jonas do?") or
         # by relation ("What does my wife do now?", given "my wife Sara") is personal for the
         # records that name them, and for those only.
-        texts_of = [r.text for r in usable]
         asked = (
             people_asked_about(turn, texts_of)
             if not personal
