@@ -264,6 +264,14 @@ class RetrievalConfig(BaseModel):
         le=1.0,
         description="Word-trigram Jaccard similarity at which two texts fold.",
     )
+    repeat_decay: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="A text its speaker said before, on another day or in another state "
+        "(so it does not fold), scores times this for each better-ranked copy: the "
+        "repeat keeps its date but gives way to what says something new (1: off).",
+    )
     rerank: bool = Field(default=True, description="Apply the reranker, when one is given.")
     rerank_top_n: int = Field(default=30, ge=1, description="How many top candidates to rerank.")
     session_window: int = Field(
@@ -990,7 +998,8 @@ class HybridRetriever:
                 base[rid] = base.get(rid, 0.0) + add
         # Rows are read only for ids that can still reach the top ``keep``: boosts multiply
         # a score by at most ``bound``, so an id below (keep-th score) / bound never can.
-        # Folding may remove some, so the cut is lowered until ``keep`` survive.
+        # Folding and repeat demotion may move hits down, so the cut is lowered until the
+        # keep-th hit is out of reach of every unread id.
         order = sorted(base, key=lambda rid: (-base[rid], rid))
         keep = max(limit, cfg.rerank_top_n if cfg.rerank and self.reranker is not None else 0)
         words = {w.lower() for w in _WORD.findall(query)}
@@ -1025,7 +1034,12 @@ class HybridRetriever:
             if cfg.dedup:
                 ranked_hits = self._dedup(ranked_hits)
                 folded = {h.id: tuple(h.folded) for h in ranked_hits if h.folded}
-            if len(ranked_hits) >= keep or fetched >= len(order):
+            # Done when no unread id, boosted as far as it can be, would reach the top
+            # ``keep`` (folding and repeat demotion can move the keep-th hit down).
+            if fetched >= len(order) or (
+                len(ranked_hits) >= keep
+                and ranked_hits[keep - 1].score >= base[order[fetched]] * bound
+            ):
                 break
             want += keep
         timings["rows"] = (time.perf_counter() - t0) * 1000
@@ -1280,13 +1294,19 @@ class HybridRetriever:
         Each hit is compared only with kept hits that share a shingle (an inverted index),
         so the cost grows with the overlap, not with the square of the candidate count.
         The earliest kept match wins, as in rank order. Only records whose frame (speaker,
-        day, state, tags) is the same fold, so a fold never loses who said it or when.
+        day, state, tags) is the same fold, so a fold never loses who said it or when. A
+        match by the same speaker in another frame (the same words on another day) stays,
+        its score times ``repeat_decay`` per better-ranked copy, and the list is re-sorted.
         """
         kept: list[_Hit] = []
         exact: dict[str, _Hit] = {}
         kept_shingles: list[tuple[frozenset[tuple[str, ...]], _Hit]] = []
         postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
+        repeat_decay = self.config.repeat_decay
+        # Copies of a kept text its speaker said again in another frame, by kept hit id.
+        repeats: dict[str, int] = {}
+        demoted = False
         for hit in ranked:
             words = [w.lower() for w in _WORD.findall(hit.row["text"])]
             key = " ".join(words)
@@ -1310,13 +1330,18 @@ class HybridRetriever:
                 into.folded.append(hit.id)
                 into.paths |= hit.paths
                 continue
+            if into is not None and into.row["speaker"] == hit.row["speaker"]:
+                said = repeats.get(into.id, 0) + 1
+                repeats[into.id] = said
+                hit.score *= repeat_decay**said
+                demoted = True
             exact.setdefault(key, hit)
             if mine:
                 for shingle in mine:
                     postings.setdefault(shingle, []).append(len(kept_shingles))
                 kept_shingles.append((mine, hit))
             kept.append(hit)
-        return kept
+        return self._sort(kept) if demoted and repeat_decay < 1.0 else kept
 
     async def _rerank(self, query: str, hits: list[_Hit]) -> list[_Hit]:
         assert self.reranker is not None
