@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from retold._lexicon import PERSON_INTRODUCED
+from retold._lexicon import introductions
 from retold._policies import (
     AdmissionDecision,
     CandidateVerdict,
@@ -287,7 +287,6 @@ _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
 _OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
-_PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
 _TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
 # A capitalised word where a question names a person: its subject after an auxiliary ("What
 # does Jonas do?", "Is Mrs. Li ...?") or the object of a preposition ("a gift for Ines").
@@ -299,15 +298,14 @@ _MAY_NAME = re.compile(
 
 def people_introduced(candidates: Sequence[str]) -> dict[str, str]:
     """The names the ``candidates`` give the principal's people, each with the relation it
-    names ("my partner Jonas" -> ``{"Jonas": "partner"}``; the first one given wins)."""
+    names ("my partner Jonas" -> ``{"Jonas": "partner"}``, "my kids Mia and Leo" -> both
+    kids; the first one given wins). "your sister Ana" is not the principal's: a record
+    that says it speaks to someone else."""
     found: dict[str, str] = {}
     for text in candidates:
-        for m in _PERSON_INTRODUCED.finditer(text):
-            name, relation = (
-                m.group("name1") or m.group("name2"),
-                m.group("rel1") or m.group("rel2"),
-            )
-            found.setdefault(name, relation.lower())
+        for name, relation, own in introductions(text):
+            if own:
+                found.setdefault(name, relation)
     return found
 
 
@@ -500,7 +498,7 @@ class LexicalAdmissionJudge:
     may be admitted.
     """
 
-    policy_id = "lexical-admission-judge-offline@8"
+    policy_id = "lexical-admission-judge-offline@9"
 
     def __init__(
         self, *, min_shared: int = 1, min_shared_impersonal: int = 2, max_admitted: int = 3

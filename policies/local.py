@@ -376,7 +376,7 @@ class SemanticAdmissionJudge:
             was said later about a subject is what holds now.
     """
 
-    policy_id = "semantic-admission-judge-local@8"
+    policy_id = "semantic-admission-judge-local@9"
 
     def __init__(
         self,

@@ -3,6 +3,7 @@ function words and calendar names retrieval reads too."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "TURKISH_REPLY_VERB",
     "WEEKDAY_NAMES",
     "WORD_CHAR",
+    "introductions",
 ]
 
 # Function words that carry no topic (retrieval drops them from a query, so FTS5 does not
@@ -93,19 +95,43 @@ NOT_A_NAME = (
 )
 #: One of the speaker's people named with the relation they hold, as a regex: "my partner
 #: Jonas", "my best friend, Sam,", "our neighbour Mrs. Li", "my brother (Luis)", "my sister -
-#: Ana -", "my brother Will" (groups ``rel1`` and ``name1``); "Jonas is my partner", and
-#: "Jonas, my partner" as an apposition that a comma or the sentence closes (``name2`` and
-#: ``rel2``), where the name is no word that may open a sentence (:data:`NOT_A_NAME`).
-#: Case-sensitive where it reads a name.
+#: Ana -", "my brother Will", "my kids Mia and Leo" (groups ``whose1``, ``rel1``, ``name1``
+#: and, for names joined by "and", ``more1``); "Jonas is my partner", and "Jonas, my partner"
+#: as an apposition that a comma or the sentence closes (``name2``, ``whose2`` and ``rel2``),
+#: where the name is no word that may open a sentence (:data:`NOT_A_NAME`). ``whose`` is
+#: "my", "our" or "your" (someone the speaker talks to: "your sister Ana"). Case-sensitive
+#: where it reads a name. Read it with :func:`introductions`.
 PERSON_INTRODUCED = (
-    rf"\b(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
+    rf"\b(?P<whose1>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
     r"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+)(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
     r"(?P<name1>[A-Z][^\W\d_]+)"
+    rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+)*,?(?:\s+and\s+|\s*&\s*)"
+    rf"{NOT_A_NAME}[A-Z][^\W\d_]+\b)?"
     rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
-    rf"(?:\s+is\s+|,\s*(?=(?i:my|our)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
+    rf"(?:\s+is\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
     r"\s*(?:[.;:!?)]|$|,(?!\s*(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z]))))"
-    rf"(?i:my|our)\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b"
+    rf"(?P<whose2>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b"
 )
+_PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
+_NAME = re.compile(r"[A-Z][^\W\d_]+")
+# A relation that names several people: "kids", "in-laws", "children" (not "boss").
+_PLURAL = re.compile(r"(?:[^s]s|children)$")
+
+
+def introductions(text: str) -> list[tuple[str, str, bool]]:
+    """Each person ``text`` introduces by relation (:data:`PERSON_INTRODUCED`), in order, as
+    (name, relation lower-cased, the speaker's own): own for "my" and "our", not for "your"
+    (the person belongs to whom the speaker talks to). A plural relation introduces every
+    name joined by "and" ("my kids Mia and Leo"); a singular one only the first ("my brother
+    Luis and Ana went": Ana is not his brother)."""
+    found: list[tuple[str, str, bool]] = []
+    for m in _PERSON_INTRODUCED.finditer(text):
+        relation = (m.group("rel1") or m.group("rel2")).lower()
+        own = (m.group("whose1") or m.group("whose2")).lower() != "your"
+        found.append((m.group("name1") or m.group("name2"), relation, own))
+        if m.group("more1") and _PLURAL.search(relation):
+            found.extend((name, relation, own) for name in _NAME.findall(m.group("more1")))
+    return found
 
 
 def _mark_ranges() -> str:

@@ -57,9 +57,9 @@ from ._lexicon import FUNCTION_WORDS as _STOPWORDS
 from ._lexicon import (
     MONTH_NAMES,
     NOT_A_NAME,
-    PERSON_INTRODUCED,
     RELATIONS,
     WEEKDAY_NAMES,
+    introductions,
 )
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
@@ -98,7 +98,6 @@ _ASKED_RELATION = re.compile(
     r"\s+(?:(?!(?i:my|our|his|her|their|your)\b)(?i:[a-z]+)\s+)?"
     rf"(?P<rel>(?i:{RELATIONS}|other half|better half|significant other))\b"
 )
-_PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
 # Relation words that name the same tie: a question about "my partner" or "my other half" is
 # about the person introduced as "my wife"; one about "my kids" about "my son Ben" and "my
 # daughter Ana".
@@ -1220,13 +1219,14 @@ class HybridRetriever:
             if row is None:
                 continue
             speaker = (row.get("speaker") or "").casefold()
-            for m in _PERSON_INTRODUCED.finditer(row["text"]):
-                tie = relation_tie(m.group("rel1") or m.group("rel2"))
+            for name, relation, own in introductions(row["text"]):
+                # "my brother Luis" by Mei, or "your brother Luis" said to her, is hers.
+                tie = relation_tie(relation)
                 if any(
-                    tie == asked_tie and (owner is None or owner.casefold() == speaker)
+                    tie == asked_tie and (owner is None or (owner.casefold() == speaker) == own)
                     for owner, asked_tie in asked
                 ):
-                    names.add(m.group("name1") or m.group("name2"))
+                    names.add(name)
                     if rid not in intros:
                         intros.append(rid)
         if not names:

@@ -9,6 +9,8 @@ from retold.policy.lexical import (
     LexicalAdmissionJudge,
     LexicalGapPlanner,
     content_terms,
+    people_asked_about,
+    people_introduced,
     stem,
     turn_reach,
 )
@@ -351,3 +353,12 @@ def test_a_question_about_one_of_the_principals_people_by_name() -> None:
     # the name, not the topic, decides which records a question about someone reaches
     decision = judge.admit("Does Jonas like hiking?", None, EMPTY, "", cands)
     assert "d" not in decision.admitted and "a" in decision.admitted
+
+
+def test_people_introduced_reads_every_name_of_a_plural_relation_and_only_the_users() -> None:
+    """ "my kids Mia and Leo" gives both names; "your sister Ana" is someone else's sister,
+    so a question about Ana does not reach memory through it."""
+    texts = ["My kids Mia and Leo start school.", "How is your sister Ana doing?"]
+    assert people_introduced(texts) == {"Mia": "kids", "Leo": "kids"}
+    assert people_asked_about("What does Leo like for lunch?", texts) == {"Leo"}
+    assert people_asked_about("What does Ana do now?", texts) == set()

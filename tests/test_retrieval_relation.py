@@ -3,12 +3,10 @@ do?") reaches the records that call them by name ("Luis got hired as a vet.").""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from retold import Principal, RecordDraft, Store
-from retold._lexicon import PERSON_INTRODUCED
+from retold._lexicon import introductions
 from retold._retrieval import HybridRetriever, RetrievalConfig, asked_relations
 
 pytestmark = pytest.mark.anyio
@@ -32,10 +30,7 @@ TURNS = [
 
 
 def introduced(text: str) -> list[tuple[str, str]]:
-    return [
-        (m.group("name1") or m.group("name2"), (m.group("rel1") or m.group("rel2")).lower())
-        for m in re.finditer(PERSON_INTRODUCED, text)
-    ]
+    return [(name, relation) for name, relation, own in introductions(text) if own]
 
 
 def fill(store: Store) -> None:
@@ -130,3 +125,50 @@ def test_introductions_are_read_from_apposition_and_not_from_sentence_openers() 
         ("Will", "brother"),
         ("May", "daughter"),
     ]
+
+
+def test_a_plural_relation_introduces_every_name_joined_by_and() -> None:
+    """ "my kids Mia and Leo" introduces both; a singular relation only its first name, as
+    the next name may be anyone ("my brother Luis and Ana went out")."""
+    assert introduced("My kids Mia and Leo start school.") == [("Mia", "kids"), ("Leo", "kids")]
+    assert introduced("Our parents Ana, José, and Eva came.") == [
+        ("Ana", "parents"),
+        ("José", "parents"),
+        ("Eva", "parents"),
+    ]
+    assert introduced("My friends Sam & Kai visited.") == [("Sam", "friends"), ("Kai", "friends")]
+    assert introduced("My brother Luis and Ana went out.") == [("Luis", "brother")]
+    assert introduced("My boss Tom and Jane argued.") == [("Tom", "boss")]
+    assert introduced("My kids Mia, Monday was fun.") == [("Mia", "kids")]
+
+
+def test_your_relation_belongs_to_whom_the_speaker_talks_to() -> None:
+    """ "your sister Ana" is the listener's sister: read, but not as the speaker's own."""
+    assert introductions("How is your sister Ana doing?") == [("Ana", "sister", False)]
+    assert introductions("Luis, your brother, called.") == [("Luis", "brother", False)]
+    assert introduced("How is your sister Ana doing?") == []
+
+
+async def test_the_other_speaker_can_introduce_the_owners_people(any_store: Store) -> None:
+    """In a conversation between two people, Tomas asking about "your sister Ana" tells who
+    Mei's sister is; Mei's own "my sister" introduces nobody here. The second of her kids is
+    found too. Tomas's "your" never makes Ana his sister."""
+    turns = [
+        ("Tomas", "How is your sister Ana settling in?"),
+        ("Mei", "My kids Mia and Leo love the new park."),
+        *[("Mei", f"My sister says hi, and work is busy, week {k}.") for k in range(10)],
+        *[("Tomas", f"Work is busy for me too, week {k}.") for k in range(10)],
+        ("Mei", "Ana got hired as a pharmacist."),
+        ("Mei", "Leo got a Saturday job at a bakery."),
+    ]
+    for k, (speaker, text) in enumerate(turns):
+        any_store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
+    off = LEXICAL.model_copy(update={"relation_path": False})
+    sister = "What does Mei's sister do for work?"
+    assert "Ana got hired as a pharmacist." not in await texts(any_store, sister, off)
+    assert "Ana got hired as a pharmacist." in await texts(any_store, sister, LEXICAL)
+    son = "What does Mei's son do for work?"
+    assert "Leo got a Saturday job at a bakery." not in await texts(any_store, son, off)
+    assert "Leo got a Saturday job at a bakery." in await texts(any_store, son, LEXICAL)
+    tomas = await texts(any_store, "What does Tomas's sister do for work?", LEXICAL)
+    assert "Ana got hired as a pharmacist." not in tomas
