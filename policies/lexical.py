@@ -14,7 +14,7 @@ and request phrasing, time words. No topical word lists: the baseline matches wo
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from retold._lexicon import introductions
@@ -299,8 +299,8 @@ _MAY_NAME = re.compile(
 def people_introduced(candidates: Sequence[str]) -> dict[str, str]:
     """The names the ``candidates`` give the principal's people, each with the relation it
     names ("my partner Jonas" -> ``{"Jonas": "partner"}``, "my kids Mia and Leo" -> both
-    kids; the first one given wins). "your sister Ana" is not the principal's: a record
-    that says it speaks to someone else."""
+    kids; the first one given wins). "your sister Ana" is left out: whose sister she is
+    depends on who said it, which the texts do not tell."""
     found: dict[str, str] = {}
     for text in candidates:
         for name, relation, own in introductions(text):
@@ -332,12 +332,11 @@ def turn_reach(turn: str, candidates: Sequence[str]) -> tuple[bool, bool]:
     return personal, personal or bool(_DEFINITE.search(unquoted))
 
 
-def relation_aliases(records: Sequence[Record]) -> dict[str, str]:
-    """Each record's text with the first name of one of the principal's people it writes
-    replaced by the relation a record gives them ("Sara changed jobs" -> "my wife changed
-    jobs", given "my wife Sara"), by record id; records naming none are left out. A record
-    naming someone is about "my wife" as much as about Sara."""
-    people = people_introduced([r.text for r in records])
+def relation_aliases(records: Sequence[Record], people: Mapping[str, str]) -> dict[str, str]:
+    """Each record's text with the first name of one of the principal's ``people`` (as
+    :func:`people_introduced` reads them) it writes replaced by their relation ("Sara changed
+    jobs" -> "my wife changed jobs", given "my wife Sara"), by record id; records naming none
+    are left out. A record naming someone is about "my wife" as much as about Sara."""
     out: dict[str, str] = {}
     for record in records:
         for name, relation in people.items():
@@ -348,24 +347,23 @@ def relation_aliases(records: Sequence[Record]) -> dict[str, str]:
     return out
 
 
-def people_asked_by_relation(turn: str, candidates: Sequence[str]) -> set[str]:
-    """The names the ``candidates`` give the principal's people that ``turn`` asks about by
-    relation ("What does my wife do now?" -> ``{"Sara"}``, given "my wife Sara"; "my other
-    half" and "my partner" name the same tie), as retrieval's relation path reads them."""
+def people_asked_by_relation(turn: str, people: Mapping[str, str]) -> set[str]:
+    """The names of the principal's ``people`` (:func:`people_introduced`) that ``turn`` asks
+    about by relation ("What does my wife do now?" -> ``{"Sara"}``, given "my wife Sara"; "my
+    other half" and "my partner" name the same tie), as retrieval's relation path reads them."""
     ties = {tie for owner, tie in asked_relations(turn) if owner is None}
     if not ties:
         return set()
-    people = people_introduced(candidates)
     return {name for name, relation in people.items() if relation_tie(relation) in ties}
 
 
-def people_asked_about(turn: str, candidates: Sequence[str]) -> set[str]:
-    """The names of the principal's people ``turn`` asks about ("What does Jonas do?"): a
-    name a question asks about that one of the ``candidates`` introduces as one of theirs
-    ("my partner Jonas"), not a name anybody may ask about ("What did Einstein discover?").
-    A turn that asks about them reaches memory for the records that name them."""
+def people_asked_about(turn: str, people: Mapping[str, str]) -> set[str]:
+    """The names of the principal's ``people`` (:func:`people_introduced`) that ``turn`` asks
+    about ("What does Jonas do?"), given "my partner Jonas": not a name anybody may ask about
+    ("What did Einstein discover?"). A turn that asks about them reaches memory for the
+    records that name them."""
     asked = {m.group(1) for m in _MAY_NAME.finditer(QUOTED_SPAN.sub(" ", turn))}
-    return asked & set(people_introduced(candidates)) if asked else set()
+    return asked & set(people) if asked else set()
 
 
 def names_any(text: str, names: set[str]) -> bool:
@@ -522,10 +520,11 @@ class LexicalAdmissionJudge:
         shared_of: dict[str, set[str]] = {}
         usable: list[Record] = []
         turn_names, turn_lower = _names(turn), _lower_words(turn)
-        personal, reach = turn_reach(turn, [r.text for r in candidates])
+        texts = [r.text for r in candidates]
+        personal, reach = turn_reach(turn, texts)
         # A question about one of the principal's people by name ("What does Jonas do?") is
         # personal for the records that name them.
-        asked = set() if personal else people_asked_about(turn, [r.text for r in candidates])
+        asked = set() if personal else people_asked_about(turn, people_introduced(texts))
         personal, reach = personal or bool(asked), reach or bool(asked)
         reach = reach or bool(_PERSONALISE_CUES.search(turn))
         needed = self.min_shared if personal else self.min_shared_impersonal

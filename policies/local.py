@@ -72,6 +72,7 @@ from .lexical import (
     names_any,
     people_asked_about,
     people_asked_by_relation,
+    people_introduced,
     relation_aliases,
     turn_reach,
 )
@@ -444,7 +445,9 @@ class SemanticAdmissionJudge:
         # A record that names one of the principal's people ("Sara changed jobs") is also
         # scored with the relation another candidate gives them ("my wife Sara"): it is
         # about "my wife" as much as about Sara.
-        aliased = relation_aliases(usable)
+        texts_of = [r.text for r in usable]
+        people = people_introduced(texts_of)
+        aliased = relation_aliases(usable, people)
         texts = [turn, *(r.text for r in usable), *joined, *aliased.values(), *known, *background]
         vectors = await self.embedder.embed(texts)
         turn_vec = vectors[0]
@@ -475,15 +478,14 @@ class SemanticAdmissionJudge:
         )
         for rid, score in zip(aliased, as_relation, strict=True):
             relevance[rid] = max(relevance[rid], score)
-        texts_of = [r.text for r in usable]
         personal, reach = turn_reach(turn, texts_of)
         # A question about one of the principal's people by name ("What does Jonas do?") or
         # by relation ("What does my wife do now?", given "my wife Sara") is personal for the
         # records that name them, and for those only.
         asked = (
-            people_asked_about(turn, texts_of)
+            people_asked_about(turn, people)
             if not personal
-            else people_asked_by_relation(turn, texts_of)
+            else people_asked_by_relation(turn, people)
         )
         personal, reach = personal or bool(asked), reach or bool(asked)
         # The candidates that may be admitted (all, unless the turn asks about someone by

@@ -359,6 +359,7 @@ def test_people_introduced_reads_every_name_of_a_plural_relation_and_only_the_us
     """ "my kids Mia and Leo" gives both names; "your sister Ana" is someone else's sister,
     so a question about Ana does not reach memory through it."""
     texts = ["My kids Mia and Leo start school.", "How is your sister Ana doing?"]
-    assert people_introduced(texts) == {"Mia": "kids", "Leo": "kids"}
-    assert people_asked_about("What does Leo like for lunch?", texts) == {"Leo"}
-    assert people_asked_about("What does Ana do now?", texts) == set()
+    people = people_introduced(texts)
+    assert people == {"Mia": "kids", "Leo": "kids"}
+    assert people_asked_about("What does Leo like for lunch?", people) == {"Leo"}
+    assert people_asked_about("What does Ana do now?", people) == set()
