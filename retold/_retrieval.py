@@ -1293,30 +1293,32 @@ class HybridRetriever:
 
         Each hit is compared only with kept hits that share a shingle (an inverted index),
         so the cost grows with the overlap, not with the square of the candidate count.
-        The earliest kept match wins, as in rank order. Only records whose frame (speaker,
-        day, state, tags) is the same fold, so a fold never loses who said it or when. A
-        match by the same speaker in another frame (the same words on another day) stays,
+        A hit folds into the earliest kept match, in rank order, whose frame (speaker, day,
+        state, tags) is the same, so a fold never loses who said it or when. Matched only
+        by the same speaker in another frame (the same words on another day), it stays,
         its score times ``repeat_decay`` per better-ranked copy, and the list is re-sorted.
         """
         kept: list[_Hit] = []
-        exact: dict[str, _Hit] = {}
+        exact: dict[str, list[_Hit]] = {}
         kept_shingles: list[tuple[frozenset[tuple[str, ...]], _Hit]] = []
         postings: dict[tuple[str, ...], list[int]] = {}
         threshold = self.config.dedup_threshold
         repeat_decay = self.config.repeat_decay
         # Copies of a kept text its speaker said again in another frame, by kept hit id.
         repeats: dict[str, int] = {}
-        demoted = False
         for hit in ranked:
             words = [w.lower() for w in _WORD.findall(hit.row["text"])]
             key = " ".join(words)
-            into = exact.get(key)
             mine = _word_shingles(words) if threshold < 1.0 else frozenset()
+            alike = exact.get(key, [])
+            into = next((a for a in alike if _same_frame(a.row, hit.row)), None)
             if into is None and mine:
+                # Every kept match, earliest first (identical text is one of them).
                 overlap: dict[int, int] = {}
                 for shingle in mine:
                     for j in postings.get(shingle, ()):
                         overlap[j] = overlap.get(j, 0) + 1
+                alike = []
                 for j in sorted(overlap):
                     theirs, other = kept_shingles[j]
                     small, big = sorted((len(mine), len(theirs)))
@@ -1324,24 +1326,24 @@ class HybridRetriever:
                         continue
                     union = len(mine) + len(theirs) - overlap[j]
                     if union and overlap[j] / union >= threshold:
-                        into = other
-                        break
-            if into is not None and _same_frame(into.row, hit.row):
+                        alike.append(other)
+                into = next((a for a in alike if _same_frame(a.row, hit.row)), None)
+            if into is not None:
                 into.folded.append(hit.id)
                 into.paths |= hit.paths
                 continue
-            if into is not None and into.row["speaker"] == hit.row["speaker"]:
-                said = repeats.get(into.id, 0) + 1
-                repeats[into.id] = said
-                hit.score *= repeat_decay**said
-                demoted = True
-            exact.setdefault(key, hit)
+            said_before = next((a for a in alike if a.row["speaker"] == hit.row["speaker"]), None)
+            if said_before is not None and repeat_decay < 1.0:
+                copies = repeats.get(said_before.id, 0) + 1
+                repeats[said_before.id] = copies
+                hit.score *= repeat_decay**copies
+            exact.setdefault(key, []).append(hit)
             if mine:
                 for shingle in mine:
                     postings.setdefault(shingle, []).append(len(kept_shingles))
                 kept_shingles.append((mine, hit))
             kept.append(hit)
-        return self._sort(kept) if demoted and repeat_decay < 1.0 else kept
+        return self._sort(kept) if repeats else kept
 
     async def _rerank(self, query: str, hits: list[_Hit]) -> list[_Hit]:
         assert self.reranker is not None

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from retold import Principal, RecordDraft, Store
-from retold._retrieval import HybridRetriever, RetrievalConfig
+from retold._retrieval import HybridRetriever, RetrievalConfig, _Hit
 
 pytestmark = pytest.mark.anyio
 
@@ -72,3 +72,37 @@ async def test_a_short_list_is_the_head_of_a_long_one(any_store: Store, decay: f
     full = await ranked(any_store, config, 50)
     for limit in (1, 2, 3, 5, 8):
         assert await ranked(any_store, config, limit) == full[:limit]
+
+
+def _hit(rid: str, speaker: str, day: int, score: float) -> _Hit:
+    row = {
+        "id": rid,
+        "text": REPEATED,
+        "speaker": speaker,
+        "event_time": f"2026-03-{day:02d}T09:00:00+00:00",
+        "created_at": "2026-03-01T09:00:00+00:00",
+        "lifecycle": "active",
+        "epistemic": "stated",
+        "tags": "[]",
+        "conflicts_with": "[]",
+    }
+    return _Hit(row=row, score=score)
+
+
+def test_copies_are_matched_with_their_own_speakers_copies(any_store: Store) -> None:
+    """Ben says the line first: Ana's copies still fold into Ana's copy of the same day and
+    give way to her first, not to Ben's (which they can neither fold into nor repeat)."""
+    ranked = [
+        _hit("ben", "Ben", 1, 1.0),
+        _hit("ana1", "Ana", 1, 0.9),
+        _hit("ana1-again", "Ana", 1, 0.8),
+        _hit("ana2", "Ana", 2, 0.7),
+        _hit("ana3", "Ana", 3, 0.6),
+    ]
+    out = HybridRetriever(any_store, config=LEXICAL)._dedup(ranked)
+    assert [(h.id, h.score, h.folded) for h in out] == [
+        ("ben", 1.0, []),
+        ("ana1", 0.9, ["ana1-again"]),
+        ("ana2", 0.35, []),
+        ("ana3", 0.15, []),
+    ]
