@@ -96,16 +96,18 @@ NOT_A_NAME = (
 #: One of the speaker's people named with the relation they hold, as a regex: "my partner
 #: Jonas", "my best friend, Sam,", "our neighbour Mrs. Li", "my brother (Luis)", "my sister -
 #: Ana -", "my brother Will", "my kids Mia and Leo" (groups ``whose1``, ``rel1``, ``name1``
-#: and, for names joined by "and", ``more1``); "Jonas is my partner", and "Jonas, my partner"
-#: as an apposition that a comma or the sentence closes (``name2``, ``whose2`` and ``rel2``),
-#: where the name is no word that may open a sentence (:data:`NOT_A_NAME`). ``whose`` is
-#: "my", "our" or "your" (someone the speaker talks to: "your sister Ana"). Case-sensitive
-#: where it reads a name. Read it with :func:`introductions`.
+#: and, for up to ten names joined by "and", ``more1``: a longer list gives its first name
+#: only, which keeps the pattern's work per match bounded); "Jonas is my partner", and
+#: "Jonas, my partner" as an apposition that a comma or the sentence closes (``name2``,
+#: ``whose2`` and ``rel2``), where the name is no word that may open a sentence
+#: (:data:`NOT_A_NAME`). ``whose`` is "my", "our" or "your" (someone the speaker talks to:
+#: "your sister Ana"). Case-sensitive where it reads a name. Read it with
+#: :func:`introductions`.
 PERSON_INTRODUCED = (
     rf"\b(?P<whose1>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
     r"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+)(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
     r"(?P<name1>[A-Z][^\W\d_]+)"
-    rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+)*,?(?:\s+and\s+|\s*&\s*)"
+    rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?(?:\s+and\s+|\s*&\s*)"
     rf"{NOT_A_NAME}[A-Z][^\W\d_]+\b)?"
     rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
     rf"(?:\s+is\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"

@@ -140,6 +140,11 @@ def test_a_plural_relation_introduces_every_name_joined_by_and() -> None:
     assert introduced("My brother Luis and Ana went out.") == [("Luis", "brother")]
     assert introduced("My boss Tom and Jane argued.") == [("Tom", "boss")]
     assert introduced("My kids Mia, Monday was fun.") == [("Mia", "kids")]
+    ten = ["Mia", "Leo", "Ana", "Eva", "Tom", "Kai", "Sam", "Noa", "Ida", "Max"]
+    listed = f"My kids {', '.join(ten[:-1])} and {ten[-1]} came."
+    assert introduced(listed) == [(name, "kids") for name in ten]
+    eleven = f"My kids {', '.join([*ten[:-1], 'Ole'])} and {ten[-1]} came."
+    assert introduced(eleven) == [("Mia", "kids")]
 
 
 def test_your_relation_belongs_to_whom_the_speaker_talks_to() -> None:
