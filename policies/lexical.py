@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from retold._lexicon import introductions
+from retold._lexicon import TITLE, introductions
 from retold._policies import (
     AdmissionDecision,
     CandidateVerdict,
@@ -287,12 +287,11 @@ _DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+[^\W\d_]", re.I)
 
 
 _OPENING_POSSESSIVE = re.compile(r"([A-Z][a-z]+)'s\b")
-_TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
 # A capitalised word where a question names a person: its subject after an auxiliary ("What
 # does Jonas do?", "Is Mrs. Li ...?") or the object of a preposition ("a gift for Ines").
 _MAY_NAME = re.compile(
     r"\b(?i:does|did|is|was|has|had|will|would|can|could|should|do|are|were|for|with|to|"
-    rf"about|from|and)\s+{_TITLE}([A-Z][a-z]+)\b"
+    rf"about|from|and)\s+{TITLE}([A-Z][a-z]+)\b"
 )
 
 

@@ -51,10 +51,12 @@ __all__ = [
     "PERSON_INTRODUCED",
     "RELATIONS",
     "STYLE_IN_ENGLISH",
+    "TITLE",
     "TURKISH_REPLY_VERB",
     "WEEKDAY_NAMES",
     "WORD_CHAR",
     "introductions",
+    "singular",
 ]
 
 # Function words that carry no topic (retrieval drops them from a query, so FTS5 does not
@@ -93,6 +95,8 @@ NOT_A_NAME = (
     + f"|{MONTH_NAMES}|{WEEKDAY_NAMES}"
     + r")\b)"
 )
+#: A courtesy title before a name, with its space, or nothing: "Mrs. Li", "Dr Haddad".
+TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
 #: One of the speaker's people named with the relation they hold, as a regex: "my partner
 #: Jonas", "my best friend, Sam,", "our neighbour Mrs. Li", "my brother (Luis)", "my sister -
 #: Ana -", "my brother Will", "my kids Mia and Leo" (groups ``whose1``, ``rel1``, ``name1``
@@ -105,19 +109,24 @@ NOT_A_NAME = (
 #: :func:`introductions`.
 PERSON_INTRODUCED = (
     rf"\b(?P<whose1>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
-    r"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+)(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
+    rf"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+){TITLE}"
     r"(?P<name1>[A-Z][^\W\d_]+)"
     rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?(?:\s+and\s+|\s*&\s*)"
     rf"{NOT_A_NAME}[A-Z][^\W\d_]+\b)?"
     rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
     rf"(?:\s+is\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
-    r"\s*(?:[.;:!?)]|$|,(?!\s*(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z]))))"
+    rf"\s*(?:[.;:!?)]|$|,(?!\s*{TITLE}[A-Z]))))"
     rf"(?P<whose2>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b"
 )
 _PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
 _NAME = re.compile(r"[A-Z][^\W\d_]+")
-# A relation that names several people: "kids", "in-laws", "children" (not "boss").
-_PLURAL = re.compile(r"(?:[^s]s|children)$")
+
+
+def singular(relation: str) -> str:
+    """A relation word lower-cased, without a plural "s" ("kids" -> "kid"; "boss" keeps
+    its own)."""
+    word = relation.lower()
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def introductions(text: str) -> list[tuple[str, str, bool]]:
@@ -131,7 +140,8 @@ def introductions(text: str) -> list[tuple[str, str, bool]]:
         relation = (m.group("rel1") or m.group("rel2")).lower()
         own = (m.group("whose1") or m.group("whose2")).lower() != "your"
         found.append((m.group("name1") or m.group("name2"), relation, own))
-        if m.group("more1") and _PLURAL.search(relation):
+        # A plural relation ("kids", "in-laws", "children", not "boss") names them all.
+        if m.group("more1") and (singular(relation) != relation or relation.endswith("children")):
             found.extend((name, relation, own) for name in _NAME.findall(m.group("more1")))
     return found
 

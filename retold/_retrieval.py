@@ -60,6 +60,7 @@ from ._lexicon import (
     RELATIONS,
     WEEKDAY_NAMES,
     introductions,
+    singular,
 )
 from ._records import Activation, Candidate, LifecycleState, Principal, Record, RecordKind
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
@@ -405,9 +406,7 @@ def _lexical_plan(terms: Sequence[str], common: frozenset[str]) -> tuple[tuple[s
 
 def relation_tie(relation: str) -> frozenset[str]:
     """The relation words that name the same tie as ``relation``, singular and lower-cased."""
-    word = relation.lower()
-    if word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
+    word = singular(relation)
     return next((tie for tie in _SAME_TIE if word in tie), frozenset({word}))
 
 
