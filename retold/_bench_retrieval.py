@@ -48,7 +48,7 @@ where other principals' postings would be read.
 Then ``relation_queries`` (as many) are timed the same way and reported apart
 (``relation_p50_ms``/``relation_p95_ms``): each asks about one of the principal's people by
 relation ("What does my sister think about ...?"), so the relation path runs: it reads the
-newest records using the relation word for an introduction, then the records naming the
+newest introductions of that relation from the relation index, then the records naming the
 person. For that, one record in 50 of the principal's opens with an introduction ("My sister
 Mira ...", five relations, each with its own name) and another one in 50 opens with the
 person's name; ``relation_found`` counts the relation queries whose path found the person.

@@ -186,8 +186,8 @@ class RetrievalConfig(BaseModel):
     relation_rows: int = Field(
         default=64,
         ge=1,
-        description="The newest records naming the relation that the relation path reads for "
-        "introductions.",
+        description='The newest introductions by relation ("my brother Luis") that the '
+        "relation path reads.",
     )
     relation_weight: float = Field(
         default=1.5,
@@ -556,6 +556,32 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS retrieval_records_speaker
         ON records (tenant, principal, speaker);
     """,
+    # The people records introduce by relation ("my brother Luis"), keyed by the relation's
+    # singular word and the record's place in the store (newest last), so the relation path
+    # reads introductions, not every record that uses the word. Indexed by the entity
+    # indexer under its own watermark (stage 'relation'): an existing store is read once
+    # from its first record. The purge trigger removes them with the record's other names.
+    """
+    CREATE TABLE retrieval_relations (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        relation TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        own INTEGER NOT NULL,
+        record_id TEXT NOT NULL,
+        PRIMARY KEY (tenant, principal, relation, seq, name, own)
+    ) WITHOUT ROWID;
+    DROP TRIGGER retrieval_purge_deleted;
+    CREATE TRIGGER retrieval_purge_deleted AFTER UPDATE OF lifecycle ON records
+    WHEN NEW.lifecycle = 'deleted'
+    BEGIN
+        DELETE FROM retrieval_entities
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+        DELETE FROM retrieval_relations
+            WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
+    END;
+    """,
 )
 
 
@@ -565,7 +591,8 @@ def ensure_retrieval_schema(store: SQLiteStore) -> None:
 
 
 def index_entities(store: SQLiteStore, scope: Principal) -> int:
-    """Index the entity names of records written since the last call; returns how many.
+    """Index the entity names and the introductions by relation ("my brother Luis") of
+    records written since the last call; returns how many records were read.
 
     The write path may call this after a write (or it runs lazily before the entity stage);
     it runs in its own transaction and never touches the records themselves. Entries of
@@ -575,19 +602,49 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     return _index_entities(store, scope)[0]
 
 
+_INDEX_STAGES = ("entity", "relation")
+#: Records indexed per transaction: a store indexed for the first time (an import, an
+#: upgrade that adds a table) commits its progress in steps, so a turn's deadline, checked
+#: between steps, stops it after one step's work (tens of milliseconds) and loses none.
+_INDEX_CHUNK = 1000
+
+
 def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
-    """:func:`index_entities`, returning (records indexed now, the watermark after)."""
+    """:func:`index_entities`, returning (records read now, the watermark after).
+
+    Each table has its own watermark, so one added later (the relation table) catches up
+    from the first record while the other goes on from its own.
+    """
     ensure_retrieval_schema(store)
     dialect = retrieval_sql(store)
     rows = store.query(
-        "SELECT last_rowid FROM retrieval_watermarks "
-        "WHERE tenant = ? AND principal = ? AND stage = 'entity'",
+        "SELECT stage, last_rowid FROM retrieval_watermarks "
+        "WHERE tenant = ? AND principal = ? AND stage IN ('entity', 'relation')",
         [scope.tenant, scope.principal],
     )
-    mark = int(rows[0]["last_rowid"]) if rows else 0
-    new = dialect.records_after(store, scope, mark)
-    if not new:
-        return 0, mark
+    marks = dict.fromkeys(_INDEX_STAGES, 0)
+    marks.update({r["stage"]: int(r["last_rowid"]) for r in rows})
+    read, last = 0, min(marks.values())
+    while True:
+        new = dialect.records_after(store, scope, last, limit=_INDEX_CHUNK)
+        if not new:
+            break
+        check_deadline("indexing entity names")
+        _index_chunk(store, dialect, scope, new, marks)
+        read, last = read + len(new), int(new[-1]["rowid"])
+        if len(new) < _INDEX_CHUNK:
+            break
+    return read, max(last, marks["entity"])
+
+
+def _index_chunk(
+    store: SQLiteStore,
+    dialect: RetrievalSQL,
+    scope: Principal,
+    new: list[dict[str, Any]],
+    marks: dict[str, int],
+) -> None:
+    """Index ``new`` (records in rowid order) past each table's watermark, in one write."""
     with store.write() as w:
         ids = [row["id"] for row in new if row["lifecycle"] != "deleted"]
         # Only records still alive as this write commits get names: one deleted since the
@@ -607,22 +664,40 @@ def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
         for row in new:
             if row["id"] not in alive:
                 continue
-            for entity in sorted(extract_entities(row["text"])):
-                w.execute(
-                    "INSERT INTO retrieval_entities (tenant, principal, entity, record_id) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [scope.tenant, scope.principal, entity, row["id"]],
-                )
-        # Two indexers may race: the watermark only moves forward.
-        w.execute(
-            "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
-            "VALUES (?, ?, 'entity', ?) ON CONFLICT (tenant, principal, stage) "
-            "DO UPDATE SET last_rowid = CASE WHEN excluded.last_rowid > "
-            "retrieval_watermarks.last_rowid THEN excluded.last_rowid "
-            "ELSE retrieval_watermarks.last_rowid END",
-            [scope.tenant, scope.principal, int(new[-1]["rowid"])],
-        )
-    return len(new), int(new[-1]["rowid"])
+            seq = int(row["rowid"])
+            if seq > marks["entity"]:
+                for entity in sorted(extract_entities(row["text"])):
+                    w.execute(
+                        "INSERT INTO retrieval_entities (tenant, principal, entity, record_id) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [scope.tenant, scope.principal, entity, row["id"]],
+                    )
+            if seq > marks["relation"]:
+                for name, relation, own in introductions(row["text"]):
+                    w.execute(
+                        "INSERT INTO retrieval_relations "
+                        "(tenant, principal, relation, seq, name, own, record_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [
+                            scope.tenant,
+                            scope.principal,
+                            singular(relation),
+                            seq,
+                            name,
+                            int(own),
+                            row["id"],
+                        ],
+                    )
+        # Two indexers may race: a watermark only moves forward.
+        for stage in _INDEX_STAGES:
+            w.execute(
+                "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, principal, stage) "
+                "DO UPDATE SET last_rowid = CASE WHEN excluded.last_rowid > "
+                "retrieval_watermarks.last_rowid THEN excluded.last_rowid "
+                "ELSE retrieval_watermarks.last_rowid END",
+                [scope.tenant, scope.principal, stage, int(new[-1]["rowid"])],
+            )
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -954,7 +1029,7 @@ class HybridRetriever:
         if cfg.relation_path and asked:
             check_deadline("the relation path")
             t0 = time.perf_counter()
-            ranked = self._relation(scope, asked, now, stats, only is not None)
+            ranked = self._relation(scope, asked, now, stats)
             timings["relation"] = (time.perf_counter() - t0) * 1000
             stages.append(("relation", "relation", cfg.relation_weight, ranked))
         if query_vector is not None and self.embedder is not None:
@@ -1186,48 +1261,42 @@ class HybridRetriever:
         asked: _Asked,
         now: datetime,
         stats: tuple[int, frozenset[str]],
-        shared: bool,
     ) -> list[tuple[str, float]]:
         """The relation path: the people the query asks about by relation (``asked``: "my
         brother", "Mei's brother"), found by name.
 
-        The newest ``relation_rows`` records using a word of the same tie are read for an
-        introduction ("my brother Luis", "Luis, my brother"); for a named owner, only those
-        the owner said. The stage lists those introductions, then the records naming the
-        people they introduce (the entity stage over their names), so a record that calls
-        someone only by name reaches a question that calls them by relation.
+        The newest ``relation_rows`` introductions of the same tie ("my brother Luis",
+        "Luis, my brother") are read from the relation index (``stats`` is
+        :meth:`_scope_stats`, which has brought it up to date); for a named owner, only
+        those the owner said. The stage lists those introductions, then the records naming
+        the people they introduce (the entity stage over their names), so a record that
+        calls someone only by name reaches a question that calls them by relation.
         """
-        cfg = self.config
-        where, params = _live_filter(cfg, scope, now)
         words = sorted(frozenset().union(*(tie for _, tie in asked)))
-        found = self.dialect.lexical(
-            self.store,
-            scope,
-            words,
-            where,
-            params,
-            cfg.relation_rows,
-            newest=cfg.relation_rows,
-            scoped=shared,
+        marks = ", ".join("?" for _ in words)
+        found = self.store.query_tuples(
+            "SELECT record_id, relation, name, own FROM retrieval_relations "
+            f"WHERE tenant = ? AND principal = ? AND relation IN ({marks}) "
+            "ORDER BY seq DESC, name, own LIMIT ?",
+            [scope.tenant, scope.principal, *words, self.config.relation_rows],
         )
-        rows = self._rows(scope, now, [rid for rid, _ in found])
+        rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
         intros: list[str] = []
         names: set[str] = set()
-        for rid, _ in found:
+        for rid, relation, name, own in found:
             row = rows.get(rid)
             if row is None:
                 continue
             speaker = (row.get("speaker") or "").casefold()
-            for name, relation, own in introductions(row["text"]):
-                # "my brother Luis" by Mei, or "your brother Luis" said to her, is hers.
-                tie = relation_tie(relation)
-                if any(
-                    tie == asked_tie and (owner is None or (owner.casefold() == speaker) == own)
-                    for owner, asked_tie in asked
-                ):
-                    names.add(name)
-                    if rid not in intros:
-                        intros.append(rid)
+            # "my brother Luis" by Mei, or "your brother Luis" said to her, is hers.
+            tie = relation_tie(relation)
+            if any(
+                tie == asked_tie and (owner is None or (owner.casefold() == speaker) == bool(own))
+                for owner, asked_tie in asked
+            ):
+                names.add(name)
+                if rid not in intros:
+                    intros.append(rid)
         if not names:
             return []
         named = [

@@ -708,7 +708,7 @@ class PostgresStore(_SharedStoreOps):
         recycled). It takes an exclusive lock: run it off peak.
         """
         with self._connection() as conn:
-            for table in ("records", "retrieval_entities", "vectors"):
+            for table in ("records", "retrieval_entities", "retrieval_relations", "vectors"):
                 exists = conn.execute("SELECT to_regclass(%s) AS t", [table]).fetchone()
                 if exists and exists["t"] is not None:
                     conn.execute(f"VACUUM FULL {table}")

@@ -177,3 +177,62 @@ async def test_the_other_speaker_can_introduce_the_owners_people(any_store: Stor
     assert "Leo got a Saturday job at a bakery." in await texts(any_store, son, LEXICAL)
     tomas = await texts(any_store, "What does Tomas's sister do for work?", LEXICAL)
     assert "Ana got hired as a pharmacist." not in tomas
+
+
+def relation_rows(store: Store) -> list[tuple[str, str, int]]:
+    rows = store.query(
+        "SELECT relation, name, own FROM retrieval_relations WHERE tenant = ? AND principal = ? "
+        "ORDER BY seq, name",
+        [SCOPE.tenant, SCOPE.principal],
+    )
+    return [(r["relation"], r["name"], int(r["own"])) for r in rows]
+
+
+async def test_an_introduction_stays_found_behind_many_uses_of_the_relation_word(
+    any_store: Store,
+) -> None:
+    """The path reads introductions, not the records that use the word: a hundred later turns
+    saying "my brother" without a name do not push "my brother Luis" out of reach (it read
+    the newest 64 such records once)."""
+    intro = any_store.add(
+        SCOPE, RecordDraft(text="I had lunch with my brother Luis on Sunday.", speaker="Mei")
+    )
+    for k in range(100):
+        any_store.add(
+            SCOPE, RecordDraft(text=f"My brother and I argued again, round {k}.", speaker="Mei")
+        )
+    fact = any_store.add(
+        SCOPE, RecordDraft(text="Luis just started as a paramedic.", speaker="Mei")
+    )
+    found = await HybridRetriever(any_store, config=LEXICAL).search(
+        SCOPE, "What does Mei's brother do?", limit=8
+    )
+    paths = {c.record.id: c.paths for c in found.candidates}
+    assert "relation" in paths[intro.id]
+    assert "relation" in paths[fact.id]
+    assert relation_rows(any_store) == [("brother", "Luis", 1)]
+
+
+async def test_the_relation_index_catches_up_from_the_first_record(any_store: Store) -> None:
+    """A store indexed before the relation table existed has an entity watermark and no
+    relation one: the next search reads its records once more for introductions only (the
+    entity names are not written twice), and a deleted introduction leaves no row."""
+    from retold._retrieval import index_entities
+
+    intro = any_store.add(SCOPE, RecordDraft(text="My kids Mia and Leo love the new park."))
+    for k in range(20):
+        any_store.add(SCOPE, RecordDraft(text=f"Work is busy again, week {k}."))
+    any_store.add(SCOPE, RecordDraft(text="Leo got a Saturday job at a bakery."))
+    assert index_entities(any_store, SCOPE) == 22
+    entities = any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"]
+    assert relation_rows(any_store) == [("kid", "Leo", 1), ("kid", "Mia", 1)]
+    with any_store.write() as w:
+        w.execute("DELETE FROM retrieval_relations", [])
+        w.execute("DELETE FROM retrieval_watermarks WHERE stage = 'relation'", [])
+    son = "What does my son do for work?"
+    assert "Leo got a Saturday job at a bakery." in await texts(any_store, son, LEXICAL)
+    assert relation_rows(any_store) == [("kid", "Leo", 1), ("kid", "Mia", 1)]
+    assert any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"] == entities
+    assert index_entities(any_store, SCOPE) == 0
+    any_store.delete(SCOPE, intro.id, actor="test")
+    assert relation_rows(any_store) == []
