@@ -114,12 +114,20 @@ PERSON_INTRODUCED = (
     rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?(?:\s+and\s+|\s*&\s*)"
     rf"{NOT_A_NAME}[A-Z][^\W\d_]+\b)?"
     rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
-    rf"(?:\s+is\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
+    rf"(?:\s+(?:is|(?P<are>are))\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
     rf"\s*(?:[.;:!?)]|$|,(?!\s*{TITLE}[A-Z]))))"
-    rf"(?P<whose2>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b"
+    rf"(?P<whose2>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b(?!['’])"
 )
 _PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
 _NAME = re.compile(r"[A-Z][^\W\d_]+")
+#: The names listed just before ``name2`` ("Mia, Leo and " before "Ana are my kids"), read
+#: back over at most :data:`_LIST_REACH` characters, so a record's length never multiplies
+#: the work (a list inside the main pattern is tried at every capitalised word).
+_LIST_BEFORE = re.compile(
+    rf"\b(?=[A-Z]){NOT_A_NAME}[A-Z][^\W\d_]+(?:,\s*(?=[A-Z]){NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?"
+    r"(?:\s+and\s+|\s*&\s*)$"
+)
+_LIST_REACH = 160
 
 
 def singular(relation: str) -> str:
@@ -132,17 +140,33 @@ def singular(relation: str) -> str:
 def introductions(text: str) -> list[tuple[str, str, bool]]:
     """Each person ``text`` introduces by relation (:data:`PERSON_INTRODUCED`), in order, as
     (name, relation lower-cased, the speaker's own): own for "my" and "our", not for "your"
-    (the person belongs to whom the speaker talks to). A plural relation introduces every
-    name joined by "and" ("my kids Mia and Leo"); a singular one only the first ("my brother
-    Luis and Ana went": Ana is not his brother)."""
+    (the person belongs to whom the speaker talks to).
+
+    A plural relation introduces every name of a list joined by "and": "my kids Mia and
+    Leo", "Mia and Leo are my kids", "Mia and Leo, my kids,". A singular one introduces only
+    the name next to it ("my brother Luis and Ana went", "Ana and Luis, my brother,": Ana is
+    not his brother), or the first of "Luis and Ana are my brother and sister". "are" after a
+    single name introduces nobody ("Kids are my joy")."""
     found: list[tuple[str, str, bool]] = []
     for m in _PERSON_INTRODUCED.finditer(text):
         relation = (m.group("rel1") or m.group("rel2")).lower()
         own = (m.group("whose1") or m.group("whose2")).lower() != "your"
-        found.append((m.group("name1") or m.group("name2"), relation, own))
         # A plural relation ("kids", "in-laws", "children", not "boss") names them all.
-        if m.group("more1") and (singular(relation) != relation or relation.endswith("children")):
-            found.extend((name, relation, own) for name in _NAME.findall(m.group("more1")))
+        plural = singular(relation) != relation or relation.endswith("children")
+        if m.group("name1"):
+            names = [m.group("name1")]
+            if m.group("more1") and plural:
+                names += _NAME.findall(m.group("more1"))
+        else:
+            listed = _LIST_BEFORE.search(text, max(0, m.start() - _LIST_REACH), m.start())
+            before = _NAME.findall(listed.group()) if listed else []
+            if m.group("are") and not before:
+                continue
+            if plural:
+                names = [*before, m.group("name2")]
+            else:
+                names = [before[0] if m.group("are") else m.group("name2")]
+        found.extend((name, relation, own) for name in names)
     return found
 
 

@@ -147,6 +147,26 @@ def test_a_plural_relation_introduces_every_name_joined_by_and() -> None:
     assert introduced(eleven) == [("Mia", "kids")]
 
 
+def test_names_listed_before_a_relation_are_introduced_by_it() -> None:
+    """ "Mia and Leo are my kids" and the apposition "Mia and Leo, my kids," introduce both;
+    a singular relation introduces one name, the first of "... are my brother and sister"
+    or the one next to an apposition. "are" after one name, or a relation that owns the next
+    word ("my neighbour's kids"), introduces nobody."""
+    assert introduced("Mia and Leo are my kids.") == [("Mia", "kids"), ("Leo", "kids")]
+    assert introduced("Yesterday Mia, Leo & Ana are my guests!") == [
+        ("Mia", "guests"),
+        ("Leo", "guests"),
+        ("Ana", "guests"),
+    ]
+    assert introduced("Mia and Leo, my kids, love it.") == [("Mia", "kids"), ("Leo", "kids")]
+    assert introduced("Luis and Ana are my brother and sister.") == [("Luis", "brother")]
+    assert introduced("Ana and Luis, my brother, came.") == [("Luis", "brother")]
+    assert introduced("Kids are my joy, and Paris and Rome are my favourite cities.") == []
+    assert introduced("Tom and Ana are my neighbours' kids.") == []
+    assert introduced("Tom is my neighbour's kid.") == []
+    assert introduced("Mia and Leo. They are my kids.") == []
+
+
 def test_your_relation_belongs_to_whom_the_speaker_talks_to() -> None:
     """ "your sister Ana" is the listener's sister: read, but not as the speaker's own."""
     assert introductions("How is your sister Ana doing?") == [("Ana", "sister", False)]
