@@ -1379,8 +1379,7 @@ class HybridRetriever:
             key = " ".join(words)
             mine = _word_shingles(words) if threshold < 1.0 else frozenset()
             alike = exact.get(key, [])
-            into = next((a for a in alike if _same_frame(a.row, hit.row)), None)
-            if into is None and mine:
+            if mine and not any(_same_frame(a.row, hit.row) for a in alike):
                 # Every kept match, earliest first (identical text is one of them).
                 overlap: dict[int, int] = {}
                 for shingle in mine:
@@ -1395,7 +1394,7 @@ class HybridRetriever:
                     union = len(mine) + len(theirs) - overlap[j]
                     if union and overlap[j] / union >= threshold:
                         alike.append(other)
-                into = next((a for a in alike if _same_frame(a.row, hit.row)), None)
+            into = next((a for a in alike if _same_frame(a.row, hit.row)), None)
             if into is not None:
                 into.folded.append(hit.id)
                 into.paths |= hit.paths
