@@ -7,7 +7,7 @@ import pytest
 
 from retold import Principal, RecordDraft, Store
 from retold._lexicon import introductions
-from retold._retrieval import HybridRetriever, RetrievalConfig, asked_relations
+from retold._retrieval import HybridRetriever, RetrievalConfig, asked_relations, extract_entities
 
 pytestmark = pytest.mark.anyio
 
@@ -256,3 +256,45 @@ async def test_the_relation_index_catches_up_from_the_first_record(any_store: St
     assert index_entities(any_store, SCOPE) == 0
     any_store.delete(SCOPE, intro.id, actor="test")
     assert relation_rows(any_store) == []
+    gone = "SELECT COUNT(*) AS n FROM retrieval_entities WHERE record_id = ?"
+    assert any_store.query(gone, [intro.id])[0]["n"] == 0
+
+
+async def test_a_store_from_before_the_relation_index_upgrades_in_place(
+    any_store: Store,
+) -> None:
+    """A store whose retrieval schema predates the relation index (its first four
+    migrations, the entity names indexed up to the last record) gets the table and the new
+    purge trigger on the next search, which reads its introductions once; deleting an
+    introduction then removes its rows and its entity names together."""
+    from retold._retrieval import _RETRIEVAL_MIGRATIONS
+
+    any_store.ensure_schema("retrieval", _RETRIEVAL_MIGRATIONS[:4])
+    intro = any_store.add(SCOPE, RecordDraft(text="I live in Turin with my wife Sara."))
+    for k in range(20):
+        any_store.add(SCOPE, RecordDraft(text=f"Shift work at the plant is tiring, day {k}."))
+    any_store.add(SCOPE, RecordDraft(text="Sara changed jobs: she runs a pharmacy now."))
+    # What the entity indexer wrote before the relation index existed.
+    rows = any_store.query("SELECT rowid, id, text FROM records ORDER BY rowid", [])
+    with any_store.write() as w:
+        for row in rows:
+            for entity in extract_entities(row["text"]):
+                w.execute(
+                    "INSERT INTO retrieval_entities (tenant, principal, entity, record_id) "
+                    "VALUES (?, ?, ?, ?)",
+                    [SCOPE.tenant, SCOPE.principal, entity, row["id"]],
+                )
+        w.execute(
+            "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
+            "VALUES (?, ?, 'entity', ?)",
+            [SCOPE.tenant, SCOPE.principal, rows[-1]["rowid"]],
+        )
+    names = any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"]
+    query = "Where does my partner work these days?"
+    assert "Sara changed jobs: she runs a pharmacy now." in await texts(any_store, query, LEXICAL)
+    assert relation_rows(any_store) == [("wife", "Sara", 1)]
+    assert any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"] == names
+    any_store.delete(SCOPE, intro.id, actor="test")
+    assert relation_rows(any_store) == []
+    gone = "SELECT COUNT(*) AS n FROM retrieval_entities WHERE record_id = ?"
+    assert any_store.query(gone, [intro.id])[0]["n"] == 0
