@@ -619,8 +619,8 @@ def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
     dialect = retrieval_sql(store)
     rows = store.query(
         "SELECT stage, last_rowid FROM retrieval_watermarks "
-        "WHERE tenant = ? AND principal = ? AND stage IN ('entity', 'relation')",
-        [scope.tenant, scope.principal],
+        "WHERE tenant = ? AND principal = ? AND stage IN (?, ?)",
+        [scope.tenant, scope.principal, *_INDEX_STAGES],
     )
     marks = dict.fromkeys(_INDEX_STAGES, 0)
     marks.update({r["stage"]: int(r["last_rowid"]) for r in rows})
