@@ -558,7 +558,8 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
     """,
     # The people records introduce by relation ("my brother Luis"), keyed by the relation's
     # singular word and the record's place in the store (newest last), so the relation path
-    # reads introductions, not every record that uses the word. Indexed by the entity
+    # reads introductions, not every record that uses the word; and by the lower-cased name,
+    # for the way back (a question naming Luis reaches "my brother" said without the name). Indexed by the entity
     # indexer under its own watermark (stage 'relation'): an existing store is read once
     # from its first record. The purge trigger removes them with the record's other names.
     """
@@ -572,6 +573,7 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
         record_id TEXT NOT NULL,
         PRIMARY KEY (tenant, principal, relation, seq, name, own)
     ) WITHOUT ROWID;
+    CREATE INDEX retrieval_relations_name ON retrieval_relations (tenant, principal, name);
     DROP TRIGGER retrieval_purge_deleted;
     CREATE TRIGGER retrieval_purge_deleted AFTER UPDATE OF lifecycle ON records
     WHEN NEW.lifecycle = 'deleted'
@@ -683,7 +685,7 @@ def _index_chunk(
                             scope.principal,
                             singular(relation),
                             seq,
-                            name,
+                            name.lower(),
                             int(own),
                             row["id"],
                         ],
@@ -996,12 +998,12 @@ class HybridRetriever:
             terms = [t for t in terms if t not in names] or terms
         # (stage, path, weight, ranked ids with raw scores)
         stages: list[tuple[str, str, float, list[tuple[str, float]]]] = []
+        # In a store the principal shares with others (it holds under a quarter of the rows),
+        # every lexical read ANDs the principal's own token in the index; else the plain
+        # match costs less (the token's postings are most of the index).
+        only = scope if self.dialect.store_rows(self.store) > _SHARED * stats[0] else None
         if cfg.lexical:
             t0 = time.perf_counter()
-            # In a store the principal shares with others (it holds under a quarter of the
-            # rows), every lexical read ANDs the principal's own token in the index; else
-            # the plain match costs less (the token's postings are most of the index).
-            only = scope if self.dialect.store_rows(self.store) > _SHARED * stats[0] else None
             common = self._common_terms(all_terms, only)
             ranked = self._lexical(scope, terms, now, common, only is not None)
             stages.append(("lexical", "lexical", cfg.lexical_weight, ranked))
@@ -1032,6 +1034,13 @@ class HybridRetriever:
             ranked = self._relation(scope, asked, now, stats)
             timings["relation"] = (time.perf_counter() - t0) * 1000
             stages.append(("relation", "relation", cfg.relation_weight, ranked))
+        if cfg.relation_path:
+            check_deadline("the relation path")
+            t0 = time.perf_counter()
+            ranked = self._named(scope, query, now, stats, only is not None)
+            if ranked:
+                timings["relation_named"] = (time.perf_counter() - t0) * 1000
+                stages.append(("relation_named", "relation", cfg.relation_weight, ranked))
         if query_vector is not None and self.embedder is not None:
             check_deadline("the dense stage")
             t0 = time.perf_counter()
@@ -1307,6 +1316,75 @@ class HybridRetriever:
         # The introductions lead, at the best score of the records naming the people.
         top = max((score for _, score in named), default=1.0)
         return [(rid, top) for rid in intros] + named
+
+    def _named(
+        self,
+        scope: Principal,
+        query: str,
+        now: datetime,
+        stats: tuple[int, frozenset[str]],
+        shared: bool,
+    ) -> list[tuple[str, float]]:
+        """The relation path the other way: a person the query names ("What does Luis do
+        now?") whom a record introduced by relation ("my brother Luis") also reaches what
+        the owner says of them by relation only ("My brother got hired as a vet.").
+
+        For each of the newest ``relation_rows`` introductions of a name in the query (not a
+        speaker's), the owner's records using a word of the tie are listed: by the
+        introduction's speaker for "my brother Luis", by anyone else for "your brother
+        Luis". Those sharing a word with the rest of the query come first (in BM25 order),
+        then the others (the lexical stage's order for the tie's words).
+        """
+        cfg = self.config
+        total, speakers = stats
+        names = sorted(extract_entities(query) - speakers)
+        if not names:
+            return []
+        marks = ", ".join("?" for _ in names)
+        found = self.store.query_tuples(
+            "SELECT record_id, relation, own FROM retrieval_relations "
+            f"WHERE tenant = ? AND principal = ? AND name IN ({marks}) "
+            "ORDER BY seq DESC, relation, own LIMIT ?",
+            [scope.tenant, scope.principal, *names, cfg.relation_rows],
+        )
+        if not found:
+            return []
+        rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
+        where, params = _live_filter(cfg, scope, now)
+        terms = [t for t in query_terms(query) if t not in names and t not in speakers]
+        ranked: dict[str, float] = {}
+        followed: set[tuple[frozenset[str], str | None, bool]] = set()
+        for rid, relation, own in found:
+            row = rows.get(rid)
+            if row is None:
+                continue
+            said_by = row.get("speaker")
+            tie = (relation_tie(relation), said_by, bool(own))
+            if tie in followed or (not own and said_by is None):
+                continue
+            followed.add(tie)
+            if own:
+                whose = "r.speaker IS NULL" if said_by is None else "r.speaker = ?"
+            else:
+                whose = "r.speaker IS NOT NULL AND r.speaker <> ?"
+            w = f"{where} AND {whose}"
+            p = [*params, *([] if said_by is None else [said_by])]
+            tied = self.dialect.lexical(
+                self.store, scope, sorted(tie[0]), w, p, cfg.lexical_limit, scoped=shared
+            )
+            if not tied:
+                continue
+            ids = {r for r, _ in tied}
+            on_topic = (
+                self.dialect.lexical(
+                    self.store, scope, terms, w, p, cfg.lexical_limit, scoped=shared
+                )
+                if terms
+                else []
+            )
+            for r in [r for r, _ in on_topic if r in ids] + [r for r, _ in tied]:
+                ranked.setdefault(r, float(total + 1 - len(ranked)))
+        return list(ranked.items())
 
     def _scope_stats(self, scope: Principal) -> tuple[int, frozenset[str]]:
         """(records ever written in scope, lower-cased speaker name words), cached.

@@ -230,7 +230,7 @@ async def test_an_introduction_stays_found_behind_many_uses_of_the_relation_word
     paths = {c.record.id: c.paths for c in found.candidates}
     assert "relation" in paths[intro.id]
     assert "relation" in paths[fact.id]
-    assert relation_rows(any_store) == [("brother", "Luis", 1)]
+    assert relation_rows(any_store) == [("brother", "luis", 1)]
 
 
 async def test_the_relation_index_catches_up_from_the_first_record(any_store: Store) -> None:
@@ -245,13 +245,13 @@ async def test_the_relation_index_catches_up_from_the_first_record(any_store: St
     any_store.add(SCOPE, RecordDraft(text="Leo got a Saturday job at a bakery."))
     assert index_entities(any_store, SCOPE) == 22
     entities = any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"]
-    assert relation_rows(any_store) == [("kid", "Leo", 1), ("kid", "Mia", 1)]
+    assert relation_rows(any_store) == [("kid", "leo", 1), ("kid", "mia", 1)]
     with any_store.write() as w:
         w.execute("DELETE FROM retrieval_relations", [])
         w.execute("DELETE FROM retrieval_watermarks WHERE stage = 'relation'", [])
     son = "What does my son do for work?"
     assert "Leo got a Saturday job at a bakery." in await texts(any_store, son, LEXICAL)
-    assert relation_rows(any_store) == [("kid", "Leo", 1), ("kid", "Mia", 1)]
+    assert relation_rows(any_store) == [("kid", "leo", 1), ("kid", "mia", 1)]
     assert any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"] == entities
     assert index_entities(any_store, SCOPE) == 0
     any_store.delete(SCOPE, intro.id, actor="test")
@@ -292,9 +292,41 @@ async def test_a_store_from_before_the_relation_index_upgrades_in_place(
     names = any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"]
     query = "Where does my partner work these days?"
     assert "Sara changed jobs: she runs a pharmacy now." in await texts(any_store, query, LEXICAL)
-    assert relation_rows(any_store) == [("wife", "Sara", 1)]
+    assert relation_rows(any_store) == [("wife", "sara", 1)]
     assert any_store.query("SELECT COUNT(*) AS n FROM retrieval_entities", [])[0]["n"] == names
     any_store.delete(SCOPE, intro.id, actor="test")
     assert relation_rows(any_store) == []
     gone = "SELECT COUNT(*) AS n FROM retrieval_entities WHERE record_id = ?"
     assert any_store.query(gone, [intro.id])[0]["n"] == 0
+
+
+async def test_a_name_reaches_what_its_owner_says_by_relation_only(any_store: Store) -> None:
+    """ "What does Luis do now?" reaches "My brother got hired as a vet." by Mei, who
+    introduced "my brother Luis", and not Tomas's own brother's news; "your sister Ana",
+    said to Mei by Tomas, makes Mei's "my sister" Ana. Without the path neither is among the
+    8. A speaker's own name is no one's relation."""
+    turns = [
+        ("Mei", "I had lunch with my brother Luis on Sunday."),
+        ("Tomas", "How is your sister Ana settling in?"),
+        *[("Mei", f"Luis says hi, and the weather is grey, week {k}.") for k in range(6)],
+        *[("Tomas", f"Work is busy for me too, week {k}.") for k in range(10)],
+        ("Tomas", "My brother got hired as a bus driver."),
+        ("Tomas", "My sister got a job at the harbour."),
+        ("Mei", "My brother got hired as a vet."),
+        ("Mei", "My sister got a job at the pharmacy."),
+    ]
+    for k, (speaker, text) in enumerate(turns):
+        any_store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
+    off = LEXICAL.model_copy(update={"relation_path": False})
+    luis = "What does Luis do now?"
+    assert "My brother got hired as a vet." not in await texts(any_store, luis, off)
+    found = await texts(any_store, luis, LEXICAL)
+    assert "My brother got hired as a vet." in found
+    assert "My brother got hired as a bus driver." not in found
+    ana = "Where does Ana work these days?"
+    assert "My sister got a job at the pharmacy." not in await texts(any_store, ana, off)
+    found = await texts(any_store, ana, LEXICAL)
+    assert "My sister got a job at the pharmacy." in found
+    assert "My sister got a job at the harbour." not in found
+    result = await HybridRetriever(any_store, config=LEXICAL).search(SCOPE, "What does Mei do?")
+    assert "relation_named" not in result.stage_counts

@@ -74,14 +74,17 @@ def test_every_question_has_its_introduction_and_fact_as_evidence(tmp_path: Path
             assert fact["speaker"] == owner and qa["answer"] in fact["text"]
 
 
-@pytest.mark.parametrize("chatter", ["0", "80"])
+@pytest.mark.parametrize(
+    "options", [(), ("--chatter", "80"), ("--ask-by-name",)], ids=["plain", "chatter", "by-name"]
+)
 def test_the_relation_path_reaches_the_fact_through_the_introduction(
-    tmp_path: Path, chatter: str
+    tmp_path: Path, options: tuple[str, ...]
 ) -> None:
     """Without the path a question by relation shares no word with the fact's turn; with it,
     most questions get both turns among 8, also when every relation word is used 80 more
-    times after its introduction."""
-    data = write(tmp_path, "r.json", "--seed", "1", "--mentions", "6", "--chatter", chatter)
+    times after its introduction, and when the question names the person whom the fact
+    calls by relation."""
+    data = write(tmp_path, "r.json", "--seed", "1", "--mentions", "6", *options)
     off = recall(tmp_path, data, relation_path=False)
     on = recall(tmp_path, data)
     assert off < 0.2

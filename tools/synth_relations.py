@@ -21,6 +21,9 @@ and the fact (category 1, multi-hop).
   introduction is far older than most uses of the word.
 - ``--by-other``: the other speaker introduces each person ("How is your brother Luis
   doing these days?").
+- ``--ask-by-name``: the other way round: the facts call the person by relation only ("My
+  brother got hired as a vet, finally!") and the questions by name ("What does Luis do for
+  work?").
 
 Deterministic: the same arguments write the same bytes.
 """
@@ -80,6 +83,11 @@ PHRASINGS: dict[str, dict[str, Any]] = {
             "city": "Where is {spk}'s {rel} moving to?",
             "hobby": "What hobby has {spk}'s {rel} taken up?",
         },
+        "question_by_name": {
+            "job": "What does {name} do for work?",
+            "city": "Where is {name} moving to?",
+            "hobby": "What hobby has {name} taken up?",
+        },
     },
     "test": {
         "intro": [
@@ -106,6 +114,11 @@ PHRASINGS: dict[str, dict[str, Any]] = {
             "job": "What is {spk}'s {rel}'s job now?",
             "city": "Which city is {spk}'s {rel} relocating to?",
             "hobby": "What pastime has {spk}'s {rel} picked up?",
+        },
+        "question_by_name": {
+            "job": "What is {name}'s job now?",
+            "city": "Which city is {name} relocating to?",
+            "hobby": "What pastime has {name} picked up?",
         },
     },
 }
@@ -187,6 +200,9 @@ def _sample(rng: random.Random, args: argparse.Namespace, index: int) -> dict[st
                 text = rng.choice(words["fact"][kind]).format(
                     name=name, job=value, city=value, hobby=value
                 )
+                if args.ask_by_name:
+                    by_relation = f"My {rel}" if text.startswith(name) else f"my {rel}"
+                    text = text.replace(name, by_relation, 1)
                 planned[at].append((spk, text, ("fact", spk, rel, kind)))
             for _ in range(args.chatter):
                 at = rng.randint(intro_at + 1, SESSIONS)
@@ -216,13 +232,15 @@ def _sample(rng: random.Random, args: argparse.Namespace, index: int) -> dict[st
         conversation[f"session_{i}"] = turns
     qa = [
         {
-            "question": words["question"][kind].format(spk=spk, rel=rel),
+            "question": words["question_by_name" if args.ask_by_name else "question"][kind].format(
+                spk=spk, rel=rel, name=name
+            ),
             "answer": value,
             "evidence": [where[("intro", spk, rel)], where[("fact", spk, rel, kind)]],
             "category": 1,
         }
         for spk in (a, b)
-        for rel, _, facts in people[spk]
+        for rel, name, facts in people[spk]
         for kind, value in facts.items()
     ]
     return {
@@ -240,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mentions", type=int, default=0)
     p.add_argument("--chatter", type=int, default=0)
     p.add_argument("--by-other", action="store_true")
+    p.add_argument("--ask-by-name", action="store_true")
     args = p.parse_args(argv)
     rng = random.Random(args.seed)
     data = [_sample(rng, args, i) for i in range(3)]
