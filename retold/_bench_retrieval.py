@@ -52,6 +52,10 @@ newest introductions of that relation from the relation index, then the records 
 person. For that, one record in 50 of the principal's opens with an introduction ("My sister
 Mira ...", five relations, each with its own name) and another one in 50 opens with the
 person's name; ``relation_found`` counts the relation queries whose path found the person.
+Then ``named_queries`` (as many) the same way (``named_p50_ms``/``named_p95_ms``): each names
+one of those people ("What does Mira think about ...?"), so the relation path runs the other
+way: it reads the newest introductions of the name, then the owner's records using the
+relation word; ``named_found`` counts the queries for which it returned records.
 
 Simulated: the embedder. ``synthetic-hash`` gives each word a fixed pseudo-random 384-float
 vector (seeded by the word's SHA-256) and a text the normalised sum of its words' vectors,
@@ -264,8 +268,13 @@ def run_retrieval_bench(
         for _ in range(max(50, queries // 4))
     ]
 
-    async def timed_apart(group: list[str]) -> tuple[list[float], int]:
-        """(latencies, how many searches the relation path found someone for)."""
+    named_qs = [
+        f"What does {rng.choice(_PEOPLE)[1]} think about {' '.join(rng.sample(vocab, 2))}?"
+        for _ in range(max(50, queries // 4))
+    ]
+
+    async def timed_apart(group: list[str], stage: str) -> tuple[list[float], int]:
+        """(latencies, how many searches ``stage`` returned records for)."""
         latencies: list[float] = []
         found = 0
         for q in group:
@@ -273,7 +282,7 @@ def run_retrieval_bench(
             result = await retriever.search(scope, q, limit=candidates)
             pack(result.candidates, budget=budget, counter=counter, config=packing)
             latencies.append((time.perf_counter() - t) * 1000)
-            found += result.stage_counts.get("relation", 0) > 0
+            found += result.stage_counts.get(stage, 0) > 0
         return latencies, found
 
     # As in ``bench latency``: a full collection, then every object alive (the records'
@@ -283,8 +292,9 @@ def run_retrieval_bench(
     gc.freeze()
     try:
         latencies, cpu, packed = anyio.run(timed)
-        common_latencies, _ = anyio.run(timed_apart, common_qs)
-        relation_latencies, relation_found = anyio.run(timed_apart, relation_qs)
+        common_latencies, _ = anyio.run(timed_apart, common_qs, "lexical")
+        relation_latencies, relation_found = anyio.run(timed_apart, relation_qs, "relation")
+        named_latencies, named_found = anyio.run(timed_apart, named_qs, "relation_named")
     finally:
         gc.unfreeze()
     return {
@@ -312,6 +322,10 @@ def run_retrieval_bench(
         "relation_found": relation_found,
         "relation_p50_ms": _percentile(relation_latencies, 0.5),
         "relation_p95_ms": _percentile(relation_latencies, 0.95),
+        "named_queries": len(named_qs),
+        "named_found": named_found,
+        "named_p50_ms": _percentile(named_latencies, 0.5),
+        "named_p95_ms": _percentile(named_latencies, 0.95),
         "write_records_per_s": n * principals / write_s if write_s > 0 else 0.0,
         "entity_index_records_per_s": n / index_s if index_s > 0 else 0.0,
         "write_mode": f"one transaction per record ({type(store).__name__}.add)",
@@ -380,6 +394,8 @@ def _main(args: argparse.Namespace) -> int:
             f"p95 {report['common_words_p95_ms']:.1f} ms; "
             f"by relation p50 {report['relation_p50_ms']:.1f} ms, "
             f"p95 {report['relation_p95_ms']:.1f} ms; "
+            f"by name p50 {report['named_p50_ms']:.1f} ms, "
+            f"p95 {report['named_p95_ms']:.1f} ms; "
             f"writes {report['write_records_per_s']:.0f}/s"
         )
     return 0

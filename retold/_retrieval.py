@@ -1166,8 +1166,10 @@ class HybridRetriever:
         now: datetime,
         common: frozenset[str],
         shared: bool,
+        only: tuple[str, Sequence[Any]] = ("", ()),
     ) -> list[tuple[str, float]]:
-        """BM25 over the query's selective terms (see ``lexical_common_postings``).
+        """BM25 over the query's selective terms (see ``lexical_common_postings``), of the
+        records ``only`` (a condition on alias ``r`` and its parameters) also selects.
 
         BM25 scores every record a term matches, so a term in a fifth of a large store costs
         tens of milliseconds while its weight (inverse document frequency) is small. When a
@@ -1179,6 +1181,8 @@ class HybridRetriever:
         if not selective:
             return []
         where, params = _live_filter(self.config, scope, now)
+        if only[0]:
+            where, params = f"{where} AND {only[0]}", [*params, *only[1]]
         # FTS5 BM25 on SQLite, BM25 over the tsvector column on PostgreSQL (_retrieval_sql).
         cfg = self.config
         return self.dialect.lexical(
@@ -1350,8 +1354,8 @@ class HybridRetriever:
         if not found:
             return []
         rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
-        where, params = _live_filter(cfg, scope, now)
         terms = [t for t in query_terms(query) if t not in names and t not in speakers]
+        scoped = scope if shared else None
         ranked: dict[str, float] = {}
         followed: set[tuple[frozenset[str], str | None, bool]] = set()
         for rid, relation, own in found:
@@ -1367,21 +1371,16 @@ class HybridRetriever:
                 whose = "r.speaker IS NULL" if said_by is None else "r.speaker = ?"
             else:
                 whose = "r.speaker IS NOT NULL AND r.speaker <> ?"
-            w = f"{where} AND {whose}"
-            p = [*params, *([] if said_by is None else [said_by])]
-            tied = self.dialect.lexical(
-                self.store, scope, sorted(tie[0]), w, p, cfg.lexical_limit, scoped=shared
-            )
+            only = (whose, [] if said_by is None else [said_by])
+            # Common words are read as the lexical stage reads them (the newest postings).
+            words = sorted(tie[0])
+            common = self._common_terms(words, scoped)
+            tied = self._lexical(scope, words, now, common, shared, only)
             if not tied:
                 continue
             ids = {r for r, _ in tied}
-            on_topic = (
-                self.dialect.lexical(
-                    self.store, scope, terms, w, p, cfg.lexical_limit, scoped=shared
-                )
-                if terms
-                else []
-            )
+            common = self._common_terms(terms, scoped)
+            on_topic = self._lexical(scope, terms, now, common, shared, only) if terms else []
             for r in [r for r, _ in on_topic if r in ids] + [r for r, _ in tied]:
                 ranked.setdefault(r, float(total + 1 - len(ranked)))
         return list(ranked.items())

@@ -98,6 +98,9 @@ def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None
     # every relation query reaches someone the principal introduced by that relation
     assert report["relation_queries"] == report["relation_found"] == 50
     assert report["relation_p95_ms"] >= report["relation_p50_ms"] > 0  # type: ignore[operator]
+    # every query naming one of them reaches the records that call them by relation
+    assert report["named_queries"] == report["named_found"] == 50
+    assert report["named_p95_ms"] >= report["named_p50_ms"] > 0  # type: ignore[operator]
     assert report["write_records_per_s"] > 0  # type: ignore[operator]
     off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
     assert off["dense"] is False and off["embedder"] is None
