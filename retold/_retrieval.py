@@ -558,10 +558,11 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
     """,
     # The people records introduce by relation ("my brother Luis"), keyed by the relation's
     # singular word and the record's place in the store (newest last), so the relation path
-    # reads introductions, not every record that uses the word; and by the lower-cased name,
-    # for the way back (a question naming Luis reaches "my brother" said without the name). Indexed by the entity
-    # indexer under its own watermark (stage 'relation'): an existing store is read once
-    # from its first record. The purge trigger removes them with the record's other names.
+    # reads introductions, not every record that uses the word; and by the lower-cased
+    # name, for the way back (a question naming Luis reaches "my brother" said without the
+    # name). Indexed by the entity indexer under its own watermark (stage 'relation'): an
+    # existing store is read once from its first record. The purge trigger removes them
+    # with the record's other names.
     """
     CREATE TABLE retrieval_relations (
         tenant TEXT NOT NULL,
@@ -1356,6 +1357,8 @@ class HybridRetriever:
         rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
         terms = [t for t in query_terms(query) if t not in names and t not in speakers]
         scoped = scope if shared else None
+        # Common words are read as the lexical stage reads them (the newest postings).
+        topical = self._common_terms(terms, scoped)
         ranked: dict[str, float] = {}
         followed: set[tuple[frozenset[str], str | None, bool]] = set()
         for rid, relation, own in found:
@@ -1372,15 +1375,12 @@ class HybridRetriever:
             else:
                 whose = "r.speaker IS NOT NULL AND r.speaker <> ?"
             only = (whose, [] if said_by is None else [said_by])
-            # Common words are read as the lexical stage reads them (the newest postings).
             words = sorted(tie[0])
-            common = self._common_terms(words, scoped)
-            tied = self._lexical(scope, words, now, common, shared, only)
+            tied = self._lexical(scope, words, now, self._common_terms(words, scoped), shared, only)
             if not tied:
                 continue
             ids = {r for r, _ in tied}
-            common = self._common_terms(terms, scoped)
-            on_topic = self._lexical(scope, terms, now, common, shared, only) if terms else []
+            on_topic = self._lexical(scope, terms, now, topical, shared, only) if terms else []
             for r in [r for r, _ in on_topic if r in ids] + [r for r, _ in tied]:
                 ranked.setdefault(r, float(total + 1 - len(ranked)))
         return list(ranked.items())
