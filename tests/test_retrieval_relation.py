@@ -33,9 +33,9 @@ def introduced(text: str) -> list[tuple[str, str]]:
     return [(name, relation) for name, relation, own in introductions(text) if own]
 
 
-def fill(store: Store) -> None:
-    """The turns, one session each."""
-    for k, (speaker, text) in enumerate(TURNS):
+def fill(store: Store, turns: list[tuple[str, str]] = TURNS) -> None:
+    """The (speaker, text) turns, one session each."""
+    for k, (speaker, text) in enumerate(turns):
         store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
 
 
@@ -186,8 +186,7 @@ async def test_the_other_speaker_can_introduce_the_owners_people(any_store: Stor
         ("Mei", "Ana got hired as a pharmacist."),
         ("Mei", "Leo got a Saturday job at a bakery."),
     ]
-    for k, (speaker, text) in enumerate(turns):
-        any_store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
+    fill(any_store, turns)
     off = LEXICAL.model_copy(update={"relation_path": False})
     sister = "What does Mei's sister do for work?"
     assert "Ana got hired as a pharmacist." not in await texts(any_store, sister, off)
@@ -315,8 +314,7 @@ async def test_a_name_reaches_what_its_owner_says_by_relation_only(any_store: St
         ("Mei", "My brother got hired as a vet."),
         ("Mei", "My sister got a job at the pharmacy."),
     ]
-    for k, (speaker, text) in enumerate(turns):
-        any_store.add(SCOPE, RecordDraft(text=text, speaker=speaker, session_id=f"s{k}"))
+    fill(any_store, turns)
     off = LEXICAL.model_copy(update={"relation_path": False})
     luis = "What does Luis do now?"
     assert "My brother got hired as a vet." not in await texts(any_store, luis, off)
