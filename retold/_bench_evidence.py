@@ -19,8 +19,8 @@ Paths (``--path``):
 ``orchestrator``
     What the orchestrator hands to admission. With ``--bundle``, the bundle's gap planner
     plans gaps for the question (store inventory, empty profile); each gap query retrieves
-    up to the cap, and the lists are merged round-robin to the cap, as the orchestrator
-    does. Without a bundle the question is the one query. The cap is ``--candidates`` when
+    up to the cap, with the question as the search's context, and the lists are merged
+    round-robin to the cap, as the orchestrator does. Without a bundle the question is the one query. The cap is ``--candidates`` when
     given, else the orchestrator's ``max_candidates`` (8). No packing: measures evidence
     among the candidates. A question the planner plans no gap for counts as a miss.
 ``tool``
@@ -184,7 +184,8 @@ async def _orchestrator_candidates(
     lists: list[list[Candidate]] = []
     folded: dict[str, tuple[str, ...]] = {}
     for q in queries:
-        result = await retriever.search(scope, q, limit=cap)
+        # The turn is the search's context, as the orchestrator passes it.
+        result = await retriever.search(scope, q, limit=cap, context=question)
         lists.append(list(result.candidates))
         folded.update(result.folded)
     return _merge(lists, cap), folded, len(queries)

@@ -432,6 +432,17 @@ def asked_relations(query: str, context: str | None = None) -> _Asked:
     return tuple(dict.fromkeys(asked))
 
 
+def people_named(query: str, context: str | None = None) -> frozenset[str]:
+    """The names ``query`` may call someone by, lower-cased (:func:`extract_entities`). A
+    planner's gap query may keep a name only lower-cased ("luis job" from "What is Luis's
+    job now?"): a word of the query the turn it came from (``context``) capitalises counts."""
+    names = extract_entities(query)
+    if context:
+        words = {w.lower() for w in _WORD.findall(query)}
+        names |= {name for name in extract_entities(context) if name in words}
+    return frozenset(names)
+
+
 def extract_entities(text: str) -> set[str]:
     """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased."""
     found: set[str] = set()
@@ -829,9 +840,10 @@ class HybridRetriever:
         """Run every enabled stage and return up to ``limit`` fused candidates.
 
         ``context`` (the raw user turn, when the query is a planner's gap query) is not
-        searched: the query alone says what is missing. It is read only for whose people a
-        relation word the query keeps belongs to ("wife days" from "What does my wife do
-        these days?"), for the relation path.
+        searched: the query alone says what is missing. It is read only for the relation
+        path: whose people a relation word the query keeps belongs to ("wife days" from
+        "What does my wife do these days?"), and which of the query's words are names
+        ("luis job" from "What is Luis's job now?").
         """
         if limit <= 0:
             return RetrievalResult()
@@ -874,6 +886,7 @@ class HybridRetriever:
             not rerank,
             stats,
             asked_relations(query, context),
+            people_named(query, context),
             abandon_on_cancel=True,
             limiter=_cpu_limiter(),
         )
@@ -925,14 +938,16 @@ class HybridRetriever:
         finish: bool,
         stats: tuple[int, frozenset[str]] | None = None,
         asked: _Asked = (),
+        named: frozenset[str] = frozenset(),
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         """The stages and fusion, then (``finish``) session neighbours and backfill.
 
         ``stats``: :meth:`_scope_stats` when the caller has read them for this search;
-        ``asked``: the people the query asks about by relation (:func:`asked_relations`).
+        ``asked``: the people the query asks about by relation (:func:`asked_relations`);
+        ``named``: the names it may call someone by (:func:`people_named`).
         """
         hits, folded = self._candidates_sync(
-            scope, query, now, query_vector, timings, counts, limit, stats, asked
+            scope, query, now, query_vector, timings, counts, limit, stats, asked, named
         )
         if finish:
             hits = self._after_fusion(scope, now, hits, limit, timings, query)
@@ -988,6 +1003,7 @@ class HybridRetriever:
         limit: int,
         stats: tuple[int, frozenset[str]] | None = None,
         asked: _Asked = (),
+        named: frozenset[str] = frozenset(),
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
         cfg = self.config
         if stats is None:
@@ -1035,10 +1051,10 @@ class HybridRetriever:
             ranked = self._relation(scope, asked, now, stats)
             timings["relation"] = (time.perf_counter() - t0) * 1000
             stages.append(("relation", "relation", cfg.relation_weight, ranked))
-        if cfg.relation_path:
+        if cfg.relation_path and named:
             check_deadline("the relation path")
             t0 = time.perf_counter()
-            ranked = self._named(scope, query, now, stats, only is not None)
+            ranked = self._named(scope, named, query, now, stats, only is not None)
             if ranked:
                 timings["relation_named"] = (time.perf_counter() - t0) * 1000
                 stages.append(("relation_named", "relation", cfg.relation_weight, ranked))
@@ -1325,6 +1341,7 @@ class HybridRetriever:
     def _named(
         self,
         scope: Principal,
+        named: frozenset[str],
         query: str,
         now: datetime,
         stats: tuple[int, frozenset[str]],
@@ -1334,15 +1351,15 @@ class HybridRetriever:
         now?") whom a record introduced by relation ("my brother Luis") also reaches what
         the owner says of them by relation only ("My brother got hired as a vet.").
 
-        For each of the newest ``relation_rows`` introductions of a name in the query (not a
-        speaker's), the owner's records using a word of the tie are listed: by the
+        For each of the newest ``relation_rows`` introductions of a name in ``named``
+        (:func:`people_named`; never a speaker's), the owner's records using a word of the tie are listed: by the
         introduction's speaker for "my brother Luis", by anyone else for "your brother
         Luis". Those sharing a word with the rest of the query come first (in BM25 order),
         then the others (the lexical stage's order for the tie's words).
         """
         cfg = self.config
         total, speakers = stats
-        names = sorted(extract_entities(query) - speakers)
+        names = sorted(named - speakers)
         if not names:
             return []
         marks = ", ".join("?" for _ in names)

@@ -7,7 +7,13 @@ import pytest
 
 from retold import Principal, RecordDraft, Store
 from retold._lexicon import introductions
-from retold._retrieval import HybridRetriever, RetrievalConfig, asked_relations, extract_entities
+from retold._retrieval import (
+    HybridRetriever,
+    RetrievalConfig,
+    asked_relations,
+    extract_entities,
+    people_named,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -328,3 +334,24 @@ async def test_a_name_reaches_what_its_owner_says_by_relation_only(any_store: St
     assert "My sister got a job at the harbour." not in found
     result = await HybridRetriever(any_store, config=LEXICAL).search(SCOPE, "What does Mei do?")
     assert "relation_named" not in result.stage_counts
+
+
+async def test_a_gap_query_keeps_a_name_lower_cased_and_the_turn_says_it_is_one(
+    any_store: Store,
+) -> None:
+    """A planner's query "luis job now" keeps the name lower-cased; the turn it came from
+    capitalises it, so the way back runs. A word the turn does not capitalise is no name."""
+    assert people_named("luis job now", "What is Luis's job now?") == {"luis"}
+    assert people_named("luis job now") == frozenset()
+    assert people_named("job now", "What is Luis's job now?") == frozenset()
+    fill(
+        any_store,
+        [
+            ("Mei", "I had lunch with my brother Luis on Sunday."),
+            *[("Mei", f"Luis says hi, and the weather is grey, week {k}.") for k in range(6)],
+            ("Mei", "My brother got hired as a vet."),
+        ],
+    )
+    found = await texts(any_store, "luis job now", LEXICAL, context="What is Luis's job now?")
+    assert "My brother got hired as a vet." in found
+    assert "My brother got hired as a vet." not in await texts(any_store, "luis job now", LEXICAL)

@@ -89,3 +89,20 @@ def test_the_relation_path_reaches_the_fact_through_the_introduction(
     on = recall(tmp_path, data)
     assert off < 0.2
     assert on > 0.75
+
+
+def test_the_orchestrator_path_gives_the_planner_s_queries_the_turn_as_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline planner lower-cases the question into its gap query ("luis work"); as in
+    the orchestrator, the question is the search's context, so the names in it still count
+    (without it, 11% of these questions had their evidence among the 8)."""
+    from retold.cli import main
+
+    write(tmp_path, "n.json", "--seed", "1", "--mentions", "6", "--ask-by-name")
+    argv = ["bench", "evidence", "--data", str(tmp_path / "n.json"), "--path", "orchestrator"]
+    argv += ["--bundle", "offline-reference", "--retrieval", "lexical", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions_without_gap"] == 0
+    assert report["rate"] > 0.75
