@@ -1352,10 +1352,10 @@ class HybridRetriever:
         the owner says of them by relation only ("My brother got hired as a vet.").
 
         For each of the newest ``relation_rows`` introductions of a name in ``named``
-        (:func:`people_named`; never a speaker's), the owner's records using a word of the tie are listed: by the
-        introduction's speaker for "my brother Luis", by anyone else for "your brother
-        Luis". Those sharing a word with the rest of the query come first (in BM25 order),
-        then the others (the lexical stage's order for the tie's words).
+        (:func:`people_named`; never a speaker's), the owner's records using a word of the
+        tie are listed: by the introduction's speaker for "my brother Luis", by anyone else
+        for "your brother Luis". Those sharing a word with the rest of the query come first
+        (in BM25 order), then the others (the lexical stage's order for the tie's words).
         """
         cfg = self.config
         total, speakers = stats
