@@ -22,7 +22,8 @@ Paths (``--path``):
     up to the cap, with the question as the search's context, and the lists are merged
     round-robin to the cap, as the orchestrator does. Without a bundle the question is the
     one query. The cap is ``--candidates`` when given, else the orchestrator's
-    ``max_candidates`` (8). No packing: measures evidence among the candidates. A question the planner plans no gap for counts as a miss.
+    ``max_candidates`` (8). No packing: measures evidence among the candidates. A question
+    the planner plans no gap for counts as a miss.
 ``tool``
     What ``memory_search`` returns to a model: the question as the tool's ``query`` with
     its default ``limit`` (8, or ``--candidates``), the same over-fetch and cut as
