@@ -46,6 +46,7 @@ __all__ = [
     "LANGUAGE_PREPOSITION",
     "LENGTH_LIMIT",
     "MONTH_NAMES",
+    "NAME",
     "NON_LATIN_LANGUAGES",
     "NOT_A_NAME",
     "PERSON_INTRODUCED",
@@ -97,6 +98,8 @@ NOT_A_NAME = (
 )
 #: A courtesy title before a name, with its space, or nothing: "Mrs. Li", "Dr Haddad".
 TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
+#: A name as the patterns below read one: a capital letter, then letters.
+NAME = r"[A-Z][^\W\d_]+"
 #: One of the speaker's people named with the relation they hold, as a regex: "my partner
 #: Jonas", "my best friend, Sam,", "our neighbour Mrs. Li", "my brother (Luis)", "my sister -
 #: Ana -", "my brother Will", "my kids Mia and Leo" (groups ``whose1``, ``rel1``, ``name1``
@@ -110,21 +113,21 @@ TITLE = r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?"
 PERSON_INTRODUCED = (
     rf"\b(?P<whose1>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel1>(?i:{RELATIONS}))"
     rf"(?:,\s*|\s+[—–-]\s*|\s+\(|\s+){TITLE}"
-    r"(?P<name1>[A-Z][^\W\d_]+)"
-    rf"(?P<more1>(?:,\s*{NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?(?:\s+and\s+|\s*&\s*)"
-    rf"{NOT_A_NAME}[A-Z][^\W\d_]+\b)?"
-    rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>[A-Z][^\W\d_]+)"
+    rf"(?P<name1>{NAME})"
+    rf"(?P<more1>(?:,\s*{NOT_A_NAME}{NAME}){{0,8}},?(?:\s+and\s+|\s*&\s*)"
+    rf"{NOT_A_NAME}{NAME}\b)?"
+    rf"|\b(?=[A-Z]){NOT_A_NAME}(?P<name2>{NAME})"
     rf"(?:\s+(?:is|(?P<are>are))\s+|,\s*(?=(?i:my|our|your)\s+(?:[a-z]+\s+)?(?i:{RELATIONS})\b"
     rf"\s*(?:[.;:!?)]|$|,(?!\s*{TITLE}[A-Z]))))"
     rf"(?P<whose2>(?i:my|our|your))\s+(?:(?i:[a-z]+)\s+)?(?P<rel2>(?i:{RELATIONS}))\b(?!['’])"
 )
 _PERSON_INTRODUCED = re.compile(PERSON_INTRODUCED)
-_NAME = re.compile(r"[A-Z][^\W\d_]+")
+_NAME = re.compile(NAME)
 #: The names listed just before ``name2`` ("Mia, Leo and " before "Ana are my kids"), read
 #: back over at most :data:`_LIST_REACH` characters, so a record's length never multiplies
 #: the work (a list inside the main pattern is tried at every capitalised word).
 _LIST_BEFORE = re.compile(
-    rf"\b(?=[A-Z]){NOT_A_NAME}[A-Z][^\W\d_]+(?:,\s*(?=[A-Z]){NOT_A_NAME}[A-Z][^\W\d_]+){{0,8}},?"
+    rf"\b(?=[A-Z]){NOT_A_NAME}{NAME}(?:,\s*(?=[A-Z]){NOT_A_NAME}{NAME}){{0,8}},?"
     r"(?:\s+and\s+|\s*&\s*)$"
 )
 _LIST_REACH = 160

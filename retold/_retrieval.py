@@ -56,6 +56,7 @@ from ._errors import UsageError
 from ._lexicon import FUNCTION_WORDS as _STOPWORDS
 from ._lexicon import (
     MONTH_NAMES,
+    NAME,
     NOT_A_NAME,
     RELATIONS,
     WEEKDAY_NAMES,
@@ -95,7 +96,7 @@ _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
 # One of someone's people asked about by relation: "my brother", "our neighbour", "Mei's
 # older sister" (the owner is the first person or a capitalised possessive).
 _ASKED_RELATION = re.compile(
-    rf"(?:\b(?i:my|our)|\b(?=[A-Z]){NOT_A_NAME}(?P<owner>[A-Z][^\W\d_]+)['’]s)"
+    rf"(?:\b(?i:my|our)|\b(?=[A-Z]){NOT_A_NAME}(?P<owner>{NAME})['’]s)"
     r"\s+(?:(?!(?i:my|our|his|her|their|your)\b)(?i:[a-z]+)\s+)?"
     rf"(?P<rel>(?i:{RELATIONS}|other half|better half|significant other))\b"
 )
