@@ -632,9 +632,10 @@ def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
     """
     ensure_retrieval_schema(store)
     dialect = retrieval_sql(store)
+    stages = ", ".join("?" for _ in _INDEX_STAGES)
     rows = store.query(
         "SELECT stage, last_rowid FROM retrieval_watermarks "
-        "WHERE tenant = ? AND principal = ? AND stage IN (?, ?)",
+        f"WHERE tenant = ? AND principal = ? AND stage IN ({stages})",
         [scope.tenant, scope.principal, *_INDEX_STAGES],
     )
     marks = dict.fromkeys(_INDEX_STAGES, 0)
@@ -1304,20 +1305,9 @@ class HybridRetriever:
         calls someone only by name reaches a question that calls them by relation.
         """
         words = sorted(frozenset().union(*(tie for _, tie in asked)))
-        marks = ", ".join("?" for _ in words)
-        found = self.store.query_tuples(
-            "SELECT record_id, relation, name, own FROM retrieval_relations "
-            f"WHERE tenant = ? AND principal = ? AND relation IN ({marks}) "
-            "ORDER BY seq DESC, name, own LIMIT ?",
-            [scope.tenant, scope.principal, *words, self.config.relation_rows],
-        )
-        rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
         intros: list[str] = []
         names: set[str] = set()
-        for rid, relation, name, own in found:
-            row = rows.get(rid)
-            if row is None:
-                continue
+        for rid, row, relation, name, own in self._introductions(scope, now, "relation", words):
             speaker = (row.get("speaker") or "").casefold()
             # "my brother Luis" by Mei, or "your brother Luis" said to her, is hers.
             tie = relation_tie(relation)
@@ -1339,6 +1329,26 @@ class HybridRetriever:
         top = max((score for _, score in named), default=1.0)
         return [(rid, top) for rid in intros] + named
 
+    def _introductions(
+        self, scope: Principal, now: datetime, by: Literal["relation", "name"], values: list[str]
+    ) -> list[tuple[str, dict[str, Any], str, str, int]]:
+        """The newest ``relation_rows`` introductions whose ``by`` column is one of
+        ``values``, as (record id, the record's live row, relation, name, own), newest
+        first; those of records no longer live are left out."""
+        marks = ", ".join("?" for _ in values)
+        found = self.store.query_tuples(
+            "SELECT record_id, relation, name, own FROM retrieval_relations "
+            f"WHERE tenant = ? AND principal = ? AND {by} IN ({marks}) "
+            "ORDER BY seq DESC, relation, name, own LIMIT ?",
+            [scope.tenant, scope.principal, *values, self.config.relation_rows],
+        )
+        rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
+        return [
+            (rid, rows[rid], relation, name, own)
+            for rid, relation, name, own in found
+            if rid in rows
+        ]
+
     def _named(
         self,
         scope: Principal,
@@ -1358,31 +1368,20 @@ class HybridRetriever:
         for "your brother Luis". Those sharing a word with the rest of the query come first
         (in BM25 order), then the others (the lexical stage's order for the tie's words).
         """
-        cfg = self.config
         total, speakers = stats
         names = sorted(named - speakers)
         if not names:
             return []
-        marks = ", ".join("?" for _ in names)
-        found = self.store.query_tuples(
-            "SELECT record_id, relation, own FROM retrieval_relations "
-            f"WHERE tenant = ? AND principal = ? AND name IN ({marks}) "
-            "ORDER BY seq DESC, relation, own LIMIT ?",
-            [scope.tenant, scope.principal, *names, cfg.relation_rows],
-        )
+        found = self._introductions(scope, now, "name", names)
         if not found:
             return []
-        rows = self._rows(scope, now, list(dict.fromkeys(str(rid) for rid, *_ in found)))
         terms = [t for t in query_terms(query) if t not in names and t not in speakers]
         scoped = scope if shared else None
         # Common words are read as the lexical stage reads them (the newest postings).
         topical = self._common_terms(terms, scoped)
         ranked: dict[str, float] = {}
         followed: set[tuple[frozenset[str], str | None, bool]] = set()
-        for rid, relation, own in found:
-            row = rows.get(rid)
-            if row is None:
-                continue
+        for _, row, relation, _, own in found:
             said_by = row.get("speaker")
             tie = (relation_tie(relation), said_by, bool(own))
             if tie in followed or (not own and said_by is None):
