@@ -597,6 +597,12 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
             WHERE tenant = NEW.tenant AND principal = NEW.principal AND record_id = NEW.id;
     END;
     """,
+    # A watermark names the version of the reading its table holds ("relation@1"); the
+    # rows indexed so far were read by version 1 of each.
+    """
+    UPDATE retrieval_watermarks SET stage = stage || '@1'
+        WHERE stage IN ('entity', 'relation');
+    """,
 )
 
 
@@ -617,29 +623,48 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
     return _index_entities(store, scope)[0]
 
 
-_INDEX_STAGES = ("entity", "relation")
+#: The version of the reading each index table holds: ``entity`` is what
+#: :func:`extract_entities` reads from a text (``retrieval_entities``), ``relation`` what
+#: :func:`introductions` reads (``retrieval_relations``). Bump a stage's version whenever its
+#: reading changes (a test pins both readings' output on a fixed corpus and fails until the
+#: version moves): a store indexed by an earlier version then drops that table's rows for
+#: the scope and reads its records again, in committed steps like a first build, instead of
+#: keeping the old reading of every record written before the upgrade.
+_INDEX_STAGES = {"entity": 1, "relation": 1}
+_INDEX_TABLES = {"entity": "retrieval_entities", "relation": "retrieval_relations"}
 #: Records indexed per transaction: a store indexed for the first time (an import, an
-#: upgrade that adds a table) commits its progress in steps, so a turn's deadline, checked
-#: between steps, stops it after one step's work (tens of milliseconds) and loses none.
+#: upgrade that adds a table or changes a reading) commits its progress in steps, so a
+#: turn's deadline, checked between steps, stops it after one step's work (tens of
+#: milliseconds) and loses none.
 _INDEX_CHUNK = 1000
+
+
+def _stage_key(stage: str) -> str:
+    """The watermark row of ``stage`` at its current version ("relation@1")."""
+    return f"{stage}@{_INDEX_STAGES[stage]}"
 
 
 def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
     """:func:`index_entities`, returning (records read now, the watermark after).
 
-    Each table has its own watermark, so one added later (the relation table) catches up
-    from the first record while the other goes on from its own.
+    Each table has its own watermark, so one added later (the relation table) or read
+    anew (a new version of its reading) catches up from the first record while the other
+    goes on from its own.
     """
     ensure_retrieval_schema(store)
     dialect = retrieval_sql(store)
-    stages = ", ".join("?" for _ in _INDEX_STAGES)
+    keys = {_stage_key(stage): stage for stage in _INDEX_STAGES}
     rows = store.query(
         "SELECT stage, last_rowid FROM retrieval_watermarks "
-        f"WHERE tenant = ? AND principal = ? AND stage IN ({stages})",
-        [scope.tenant, scope.principal, *_INDEX_STAGES],
+        f"WHERE tenant = ? AND principal = ? AND stage IN ({', '.join('?' for _ in keys)})",
+        [scope.tenant, scope.principal, *keys],
     )
     marks = dict.fromkeys(_INDEX_STAGES, 0)
-    marks.update({r["stage"]: int(r["last_rowid"]) for r in rows})
+    marks.update({keys[r["stage"]]: int(r["last_rowid"]) for r in rows})
+    missing = sorted(set(_INDEX_STAGES) - {keys[r["stage"]] for r in rows})
+    if missing:
+        check_deadline("indexing entity names")
+        _start_stages(store, scope, missing)
     read, last = 0, min(marks.values())
     while True:
         new = dialect.records_after(store, scope, last, limit=_INDEX_CHUNK)
@@ -651,6 +676,37 @@ def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
         if len(new) < _INDEX_CHUNK:
             break
     return read, max(last, marks["entity"])
+
+
+def _start_stages(store: SQLiteStore, scope: Principal, stages: list[str]) -> None:
+    """Start ``stages`` at their current version for ``scope``, in one write: a stage's
+    watermark row is created at 0, and the indexer that creates it (two may race; the
+    primary key lets one) deletes the rows an earlier version's reading left in its table
+    and that version's watermark, so the scope's records are read again from the first."""
+    with store.write() as w:
+        for stage in stages:
+            key = _stage_key(stage)
+            created = w.insert(
+                "retrieval_watermarks",
+                {
+                    "tenant": scope.tenant,
+                    "principal": scope.principal,
+                    "stage": key,
+                    "last_rowid": 0,
+                },
+                or_ignore=True,
+            )
+            if not created:
+                continue
+            w.execute(
+                f"DELETE FROM {_INDEX_TABLES[stage]} WHERE tenant = ? AND principal = ?",
+                [scope.tenant, scope.principal],
+            )
+            w.execute(
+                "DELETE FROM retrieval_watermarks WHERE tenant = ? AND principal = ? "
+                "AND stage LIKE ? AND stage != ?",
+                [scope.tenant, scope.principal, f"{stage}@%", key],
+            )
 
 
 def _index_chunk(
@@ -712,7 +768,7 @@ def _index_chunk(
                 "DO UPDATE SET last_rowid = CASE WHEN excluded.last_rowid > "
                 "retrieval_watermarks.last_rowid THEN excluded.last_rowid "
                 "ELSE retrieval_watermarks.last_rowid END",
-                [scope.tenant, scope.principal, stage, int(new[-1]["rowid"])],
+                [scope.tenant, scope.principal, _stage_key(stage), int(new[-1]["rowid"])],
             )
 
 

@@ -3,6 +3,11 @@ steps, each committed, so a deadline that stops it loses no finished step."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 import retold._retrieval as retrieval
@@ -46,7 +51,7 @@ def test_a_deadline_stops_indexing_between_steps_and_keeps_the_steps_done(
         "OFFSET 9",
         [SCOPE.tenant, SCOPE.principal],
     )[0]["rowid"]
-    assert watermarks(any_store) == {"entity": tenth, "relation": tenth}
+    assert watermarks(any_store) == {"entity@1": tenth, "relation@1": tenth}
     named = any_store.query("SELECT COUNT(DISTINCT record_id) AS n FROM retrieval_entities", [])
     assert named[0]["n"] == 10
     monkeypatch.setattr(retrieval, "_index_chunk", original)
@@ -54,3 +59,185 @@ def test_a_deadline_stops_indexing_between_steps_and_keeps_the_steps_done(
     assert retrieval.index_entities(any_store, SCOPE) == 0
     introduced = any_store.query("SELECT COUNT(*) AS n FROM retrieval_relations", [])
     assert introduced[0]["n"] == 25
+
+
+def index_rows(store: Store) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """(entity, record id) and (relation, name, record id) rows of the scope, sorted."""
+    scope = [SCOPE.tenant, SCOPE.principal]
+    entities = store.query(
+        "SELECT entity, record_id FROM retrieval_entities WHERE tenant = ? AND principal = ?",
+        scope,
+    )
+    relations = store.query(
+        "SELECT relation, name, record_id FROM retrieval_relations "
+        "WHERE tenant = ? AND principal = ?",
+        scope,
+    )
+    return (
+        sorted((r["entity"], r["record_id"]) for r in entities),
+        sorted((r["relation"], r["name"], r["record_id"]) for r in relations),
+    )
+
+
+def test_a_new_version_of_a_reading_reads_the_scope_again(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store indexed by an earlier reading (here: one that also takes "Porto" for a
+    sister's name and every record's "Day" for an entity) keeps none of it once the
+    reading's version moves: the next index drops the scope's rows of that table, reads
+    every record again in committed steps a deadline can stop, and leaves the other
+    scope and the other table's watermark alone."""
+    other = Principal(tenant="t", principal="other")
+    records = [
+        any_store.add(
+            SCOPE, RecordDraft(text=f"My sister Ana{chr(97 + k)} visited Porto, day {k}.")
+        )
+        for k in range(25)
+    ]
+    any_store.add(other, RecordDraft(text="My brother Luis moved to Lyon."))
+    right = (retrieval.extract_entities, retrieval.introductions)
+
+    def old_entities(text: str) -> set[str]:
+        return set(right[0](text)) | {"day"}
+
+    def old_introductions(text: str) -> list[tuple[str, str, bool]]:
+        return [*right[1](text), ("Porto", "sister", True)]
+
+    monkeypatch.setattr(retrieval, "extract_entities", old_entities)
+    monkeypatch.setattr(retrieval, "introductions", old_introductions)
+    assert retrieval.index_entities(any_store, SCOPE) == 25
+    assert retrieval.index_entities(any_store, other) == 1
+    before_other = index_rows_of(any_store, other)
+    entities, relations = index_rows(any_store)
+    assert ("day", records[0].id) in entities
+    assert ("sister", "porto", records[0].id) in relations
+
+    monkeypatch.setattr(retrieval, "extract_entities", right[0])
+    monkeypatch.setattr(retrieval, "introductions", right[1])
+    # Without a new version nothing is read again: the old reading stays.
+    assert retrieval.index_entities(any_store, SCOPE) == 0
+    assert index_rows(any_store) == (entities, relations)
+
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", {"entity": 1, "relation": 2})
+    monkeypatch.setattr(retrieval, "_INDEX_CHUNK", 10)
+    deadline = Deadline.after(60)
+    original = retrieval._index_chunk
+
+    def one_step_then_expire(*args: object, **kw: object) -> None:
+        original(*args, **kw)  # type: ignore[arg-type]
+        deadline.expire()
+
+    monkeypatch.setattr(retrieval, "_index_chunk", one_step_then_expire)
+    with bounded_by(deadline), pytest.raises(DeadlineExceeded):
+        retrieval.index_entities(any_store, SCOPE)
+    half = index_rows(any_store)[1]
+    assert half == sorted(("sister", f"ana{chr(97 + k)}", records[k].id) for k in range(10))
+    monkeypatch.setattr(retrieval, "_index_chunk", original)
+    assert retrieval.index_entities(any_store, SCOPE) == 15
+    assert index_rows(any_store) == (
+        entities,
+        sorted(("sister", f"ana{chr(97 + k)}", records[k].id) for k in range(25)),
+    )
+    last = max(watermarks(any_store).values())
+    assert watermarks(any_store) == {"entity@1": last, "relation@2": last}
+    assert index_rows_of(any_store, other) == before_other
+
+    # The entity reading moves too: its old "day" rows go, the relation rows stay.
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", {"entity": 2, "relation": 2})
+    assert retrieval.index_entities(any_store, SCOPE) == 25
+    entities_now, relations_now = index_rows(any_store)
+    assert entities_now == [e for e in entities if e[0] != "day"]
+    assert ("day", records[0].id) in entities
+    assert relations_now == sorted(
+        ("sister", f"ana{chr(97 + k)}", records[k].id) for k in range(25)
+    )
+    assert watermarks(any_store) == {"entity@2": last, "relation@2": last}
+
+
+def index_rows_of(store: Store, scope: Principal) -> list[tuple[str, ...]]:
+    rows = store.query(
+        "SELECT 'e' AS t, entity AS a, record_id FROM retrieval_entities "
+        "WHERE tenant = ? AND principal = ? UNION ALL "
+        "SELECT 'r' AS t, name AS a, record_id FROM retrieval_relations "
+        "WHERE tenant = ? AND principal = ?",
+        [scope.tenant, scope.principal, scope.tenant, scope.principal],
+    )
+    return sorted((r["t"], r["a"], r["record_id"]) for r in rows)
+
+
+def test_a_store_indexed_before_versioned_readings_is_not_read_again(any_store: Store) -> None:
+    """The watermarks a store kept before readings had versions ("entity", "relation")
+    were written by version 1 of each: the migration names them so, and the next index
+    reads nothing again."""
+    any_store.ensure_schema("retrieval", retrieval._RETRIEVAL_MIGRATIONS[:5])
+    for k in range(3):
+        any_store.add(SCOPE, RecordDraft(text=f"My wife Sara{chr(97 + k)} runs a pharmacy."))
+    # What the indexer of that time wrote.
+    rows = any_store.query("SELECT rowid, id, text FROM records ORDER BY rowid", [])
+    with any_store.write() as w:
+        for row in rows:
+            for entity in retrieval.extract_entities(row["text"]):
+                w.execute(
+                    "INSERT INTO retrieval_entities (tenant, principal, entity, record_id) "
+                    "VALUES (?, ?, ?, ?)",
+                    [SCOPE.tenant, SCOPE.principal, entity, row["id"]],
+                )
+        for stage in ("entity", "relation"):
+            w.execute(
+                "INSERT INTO retrieval_watermarks (tenant, principal, stage, last_rowid) "
+                "VALUES (?, ?, ?, ?)",
+                [SCOPE.tenant, SCOPE.principal, stage, rows[-1]["rowid"]],
+            )
+    entities = index_rows(any_store)[0]
+    assert retrieval.index_entities(any_store, SCOPE) == 0
+    assert watermarks(any_store) == {"entity@1": rows[-1]["rowid"], "relation@1": rows[-1]["rowid"]}
+    assert entities and index_rows(any_store) == (entities, [])
+
+
+def reading_corpus(tmp_path: Path) -> list[str]:
+    """Every turn of the mini LoCoMo set and of two generated relation sets (one of each
+    phrasing variant, one spoken about by the other speaker), in a fixed order."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    import synth_relations
+
+    files = [Path(__file__).parent / "data" / "locomo_mini.json"]
+    for name, argv in (("dev", ["--seed", "1"]), ("test", ["--seed", "3", "--by-other"])):
+        out = tmp_path / f"{name}.json"
+        synth_relations.main([str(out), *argv, "--variant", name, "--mentions", "2"])
+        files.append(out)
+    texts = []
+    for path in files:
+        for sample in json.loads(path.read_text("utf-8")):
+            conversation = sample["conversation"]
+            for key in sorted(conversation, key=lambda k: (len(k), k)):
+                if key.startswith("session_") and isinstance(conversation[key], list):
+                    texts.extend(turn["text"] for turn in conversation[key])
+    return texts
+
+
+#: What each reading's version is pinned to: the sha256 of its output over reading_corpus.
+READINGS = {
+    "entity": (1, "1e83665fa9a60a95c1bf7a2b303a8a8df237981300087f918a89be01bc74e9be"),
+    "relation": (1, "c6932135b6a466da52c3b6d776ea4cd53fc041dc0d14565981181d9e603e6fbf"),
+}
+
+
+def test_a_changed_reading_moves_its_index_version(tmp_path: Path) -> None:
+    """The index keeps what a reading read when a record was written; only a new version
+    makes a store read its records again. So a change to what extract_entities or
+    introductions reads fails here until its version in retrieval._INDEX_STAGES moves
+    (and the digest below is pinned anew with it)."""
+    texts = reading_corpus(tmp_path)
+    assert len(texts) > 500
+    outputs = {
+        "entity": [sorted(retrieval.extract_entities(t)) for t in texts],
+        "relation": [sorted(retrieval.introductions(t)) for t in texts],
+    }
+    assert sum(map(len, outputs["relation"])) > 20
+    for stage, read in outputs.items():
+        digest = hashlib.sha256(json.dumps(read).encode()).hexdigest()
+        version = retrieval._INDEX_STAGES[stage]
+        assert (version, digest) == READINGS[stage], (
+            f"what {stage} reads changed (sha256 {digest}): raise retrieval._INDEX_STAGES"
+            f"[{stage!r}] and pin the new version with this digest in READINGS"
+        )

@@ -253,7 +253,7 @@ async def test_the_relation_index_catches_up_from_the_first_record(any_store: St
     assert relation_rows(any_store) == [("kid", "leo", 1), ("kid", "mia", 1)]
     with any_store.write() as w:
         w.execute("DELETE FROM retrieval_relations", [])
-        w.execute("DELETE FROM retrieval_watermarks WHERE stage = 'relation'", [])
+        w.execute("DELETE FROM retrieval_watermarks WHERE stage = 'relation@1'", [])
     son = "What does my son do for work?"
     assert "Leo got a Saturday job at a bakery." in await texts(any_store, son, LEXICAL)
     assert relation_rows(any_store) == [("kid", "leo", 1), ("kid", "mia", 1)]
