@@ -42,6 +42,9 @@ class RetrievalSQL:
     #: Appended to a read inside a write that must keep the rows it saw alive until commit.
     #: SQLite needs nothing: a write transaction (``BEGIN IMMEDIATE``) excludes other writers.
     for_share = ""
+    #: Appended to a read inside a write that must hold the rows it saw against other
+    #: writers until commit (SQLite: the write transaction already does).
+    for_update = ""
     #: Written before a column (or table alias) to keep it off the planner's index choice:
     #: SQLite's unary ``+``. PostgreSQL's planner needs no such hint (and has no ``+text``).
     no_index = "+"
@@ -63,6 +66,30 @@ class RetrievalSQL:
 
         SQLite needs nothing: its write transactions already run one at a time.
         """
+
+    def live_ids(self, w: Any, scope: Principal, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that are ``scope``'s records not deleted, read inside the write
+        ``w`` (and, on PostgreSQL, kept alive until it commits: a record deleted after this
+        read would otherwise get derived rows its purge trigger has already removed).
+
+        The scope is matched past the id index (:attr:`no_index`): on the scope index
+        SQLite's planner read every record of the principal (70 ms at 100,000 records).
+        """
+        live: set[str] = set()
+        hint = self.no_index
+        # Chunks stay under SQLite's bound-parameter limit on every build.
+        for at in range(0, len(ids), 900):
+            chunk = list(ids[at : at + 900])
+            live.update(
+                r["id"]
+                for r in w.query(
+                    f"SELECT id FROM records WHERE {hint}tenant = ? AND {hint}principal = ? "
+                    f"AND lifecycle != 'deleted' AND id IN ({', '.join('?' for _ in chunk)})"
+                    + self.for_share,
+                    [scope.tenant, scope.principal, *chunk],
+                )
+            )
+        return live
 
     def records_after(
         self, store: Any, scope: Principal, rowid: int, limit: int | None = None
@@ -165,6 +192,7 @@ class PostgresRetrievalSQL(RetrievalSQL):
     # READ COMMITTED: without the lock, a record deleted (and purged by its trigger) after
     # the check but before this write commits would get entity names or a vector back.
     for_share = " FOR SHARE"
+    for_update = " FOR UPDATE"
     no_index = ""
 
     def index_hint(self, index: str) -> str:

@@ -444,20 +444,7 @@ def write_vectors(
                 "trained_count, generation) VALUES (?, ?, ?, ?, 0, 0)",
                 [scope.tenant, scope.principal, model, dims],
             )
-        live = (
-            set()
-            if not record_ids
-            else {
-                r["id"]
-                for r in w.query(
-                    f"SELECT id FROM records WHERE tenant = ? AND principal = ? AND lifecycle != "
-                    f"'deleted' AND id IN ({', '.join('?' for _ in record_ids)})"
-                    # PostgreSQL: keep them alive until this write commits (see _retrieval_sql).
-                    + retrieval_sql(store).for_share,
-                    [scope.tenant, scope.principal, *record_ids],
-                )
-            }
-        )
+        live = retrieval_sql(store).live_ids(w, scope, record_ids)
         cells = _nearest_cells(store, scope, model, matrix)
         added: dict[int, int] = {}
         # The cells of the vectors replaced here change too (their versions move below).
