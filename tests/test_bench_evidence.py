@@ -101,6 +101,9 @@ def test_bench_retrieval_json_report(capsys: pytest.CaptureFixture[str]) -> None
     # every query naming one of them reaches the records that call them by relation
     assert report["named_queries"] == report["named_found"] == 50
     assert report["named_p95_ms"] >= report["named_p50_ms"] > 0  # type: ignore[operator]
+    # a search right after four writes finds the newest of them (the indexes caught up)
+    assert report["after_writes_queries"] == 50 and report["after_writes_found"] >= 45  # type: ignore[operator]
+    assert report["after_writes_p95_ms"] >= report["after_writes_p50_ms"] > 0  # type: ignore[operator]
     assert report["write_records_per_s"] > 0  # type: ignore[operator]
     off = run_json(["bench", "retrieval", "--records", "50", "--no-dense", "--json"], capsys)
     assert off["dense"] is False and off["embedder"] is None
@@ -120,7 +123,9 @@ def test_bench_retrieval_shares_the_store_between_principals(
     assert report["mean_records_packed"] > 0  # type: ignore[operator]
     with SQLiteStore(db) as kept:
         order = [r["principal"] for r in kept.query("SELECT principal FROM records ORDER BY rowid")]
-    assert len(order) == 120 and order[:6] == ["retrieval", "neighbour-1", "neighbour-2"] * 2
+    # then the four records before each of the 50 after-writes searches, the measured one's
+    assert len(order) == 120 + 200 and order[:6] == ["retrieval", "neighbour-1", "neighbour-2"] * 2
+    assert set(order[120:]) == {"retrieval"}
     assert main(["bench", "retrieval", "--records", "10", "--principals", "0"]) == 2
     assert "principals" in capsys.readouterr().err
 
