@@ -60,11 +60,13 @@ relation word; ``named_found`` counts the queries for which it returned records.
 Last, ``after_writes_queries`` (as many) searches each follow four new records of the
 principal (two exchanges of the conversation, written untimed through ``SQLiteStore.add``),
 as a chat's next turn follows the last one's messages, and are reported apart
-(``after_writes_p50_ms``/``after_writes_p95_ms``). Each asks about four words of the newest
-of those records, so its timing also covers what a search does first after writes: the
-entity and relation index and the vectors catching up on the new records (the synthetic
-embedder embedding them); ``after_writes_found`` counts the searches that returned that
-record. These writes run last, so the figures above are over the ``N`` records only.
+(``after_writes_p50_ms``/``after_writes_p95_ms``). Each asks about up to four content words
+(of the synthetic vocabulary) of the newest of those records, so its timing also covers what
+a search does first after writes: the entity and relation index and the vectors catching up
+on the new records (the synthetic embedder embedding them). No recall is reported for them:
+the synthetic vectors are random sums with no cluster structure, so the IVF probe's recall
+on them says nothing about a real embedder's. These writes run last, so the figures above
+are over the ``N`` records only.
 
 Simulated: the embedder. ``synthetic-hash`` gives each word a fixed pseudo-random 384-float
 vector (seeded by the word's SHA-256) and a text the normalised sum of its words' vectors,
@@ -283,12 +285,11 @@ def run_retrieval_bench(
     ]
 
     after_writes = max(50, queries // 4)
+    content = set(vocab)
 
-    async def timed_after_writes() -> tuple[list[float], int]:
-        """(latencies, how many searches returned the newest record) over searches that
-        each follow four new records of the principal."""
+    async def timed_after_writes() -> list[float]:
+        """Latencies of searches that each follow four new records of the principal."""
         latencies: list[float] = []
-        found = 0
         for k in range(after_writes):
             for j in range(4):
                 i = n + 4 * k + j
@@ -303,14 +304,14 @@ def run_retrieval_bench(
                     ),
                     actor="bench",
                 )
-            words = newest.text.rstrip(".").split()
+            # Its content words (the synthetic vocabulary's), not its everyday or function ones.
+            words = [w for w in newest.text.rstrip(".").lower().split() if w in content]
             q = "What did they say about " + " ".join(rng.sample(words, min(4, len(words))))
             t = time.perf_counter()
             result = await retriever.search(scope, q + "?", limit=candidates)
             pack(result.candidates, budget=budget, counter=counter, config=packing)
             latencies.append((time.perf_counter() - t) * 1000)
-            found += any(c.record.id == newest.id for c in result.candidates)
-        return latencies, found
+        return latencies
 
     async def timed_apart(group: list[str], stage: str) -> tuple[list[float], int]:
         """(latencies, how many searches ``stage`` returned records for)."""
@@ -334,7 +335,7 @@ def run_retrieval_bench(
         common_latencies, _ = anyio.run(timed_apart, common_qs, "lexical")
         relation_latencies, relation_found = anyio.run(timed_apart, relation_qs, "relation")
         named_latencies, named_found = anyio.run(timed_apart, named_qs, "relation_named")
-        after_latencies, after_found = anyio.run(timed_after_writes)
+        after_latencies = anyio.run(timed_after_writes)
     finally:
         gc.unfreeze()
     return {
@@ -367,7 +368,6 @@ def run_retrieval_bench(
         "named_p50_ms": _percentile(named_latencies, 0.5),
         "named_p95_ms": _percentile(named_latencies, 0.95),
         "after_writes_queries": after_writes,
-        "after_writes_found": after_found,
         "after_writes_p50_ms": _percentile(after_latencies, 0.5),
         "after_writes_p95_ms": _percentile(after_latencies, 0.95),
         "write_records_per_s": n * principals / write_s if write_s > 0 else 0.0,
