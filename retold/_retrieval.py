@@ -673,6 +673,10 @@ def _index_entities(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
         for stage in clearing:
             _clear_stage(store, dialect, scope, stage)
         marks = _watermarks(store, scope)
+    # A stage whose row another process removed meanwhile (an indexer of a newer version,
+    # in a deployment running two) reads as 0 instead of failing the search; its rows then
+    # mix with the newer reading's until every process runs the newer version.
+    marks = {**dict.fromkeys(_INDEX_STAGES, 0), **marks}
     read, last = 0, min(marks.values())
     while True:
         new = dialect.records_after(store, scope, last, limit=_INDEX_CHUNK)
@@ -763,17 +767,16 @@ def _index_chunk(
         )
         entities: list[tuple[Any, ...]] = []
         relations: list[tuple[Any, ...]] = []
+        key = (scope.tenant, scope.principal)
         for row in new:
             if row["id"] not in alive:
                 continue
             seq = int(row["rowid"])
             if seq > marks["entity"]:
                 entities.extend(
-                    (scope.tenant, scope.principal, entity, row["id"])
-                    for entity in sorted(extract_entities(row["text"]))
+                    (*key, entity, row["id"]) for entity in sorted(extract_entities(row["text"]))
                 )
             if seq > marks["relation"]:
-                key = (scope.tenant, scope.principal)
                 relations.extend(
                     (*key, singular(relation), seq, name.lower(), int(own), row["id"])
                     for name, relation, own in introductions(row["text"])

@@ -291,3 +291,24 @@ def test_which_records_are_live_is_read_by_id_not_by_scope(tmp_path: Path) -> No
         ids = [r.id for r in added]
         assert retrieval_sql(store).live_ids(Explaining(), SCOPE, ids) == set(ids[1:])
         assert plans and all("(id=?)" in plan for plan in plans), plans
+
+
+def test_a_watermark_removed_by_another_process_does_not_fail_the_index(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two versions running side by side: while this indexer clears a stage, one of a newer
+    version removes the stage's watermark row. The index reads that stage from the first
+    record instead of failing the search that runs it."""
+    any_store.add(SCOPE, RecordDraft(text="My sister Ana moved to Porto."))
+    assert retrieval.index_entities(any_store, SCOPE) == 1
+
+    def removed_meanwhile(store: Store, dialect: object, scope: Principal, stage: str) -> None:
+        with store.write() as w:
+            w.execute(
+                "DELETE FROM retrieval_watermarks WHERE stage = ?", [retrieval._stage_key(stage)]
+            )
+
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", {"entity": 1, "relation": 2})
+    monkeypatch.setattr(retrieval, "_clear_stage", removed_meanwhile)
+    assert retrieval.index_entities(any_store, SCOPE) == 1
+    assert index_rows(any_store)[1] == [("sister", "ana", index_rows(any_store)[0][0][1])]
