@@ -312,3 +312,39 @@ def test_a_watermark_removed_by_another_process_does_not_fail_the_index(
     monkeypatch.setattr(retrieval, "_clear_stage", removed_meanwhile)
     assert retrieval.index_entities(any_store, SCOPE) == 1
     assert index_rows(any_store)[1] == [("sister", "ana", index_rows(any_store)[0][0][1])]
+
+
+def test_the_scope_count_adds_only_the_records_written_since(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record count ranking uses (IDF) is brought up to date by counting the records
+    after the last counted one, not the whole scope again, and stays exact: deleted records
+    keep their row, other scopes are not counted."""
+    from retold import HybridRetriever, RetrievalConfig
+
+    retriever = HybridRetriever(any_store, config=RetrievalConfig(dense=False))
+    other = Principal(tenant="t", principal="other")
+    for k in range(5):
+        any_store.add(SCOPE, RecordDraft(text=f"Ana biked to Porto, day {k}.", speaker="Mei"))
+    assert retriever._scope_stats(SCOPE)[0] == 5
+    counted: list[list[object]] = []
+    query = any_store.query
+
+    def recording(sql: str, params: list[object] = []) -> list[dict[str, object]]:  # noqa: B006
+        if sql.startswith("SELECT COUNT(*) AS n FROM records"):
+            counted.append(list(params))
+        return query(sql, params)
+
+    monkeypatch.setattr(any_store, "query", recording)
+    added = [any_store.add(SCOPE, RecordDraft(text=f"Leo swam, day {k}.")) for k in range(3)]
+    any_store.add(other, RecordDraft(text="Someone else's note."))
+    any_store.delete(SCOPE, added[0].id, actor="test")
+    total, speakers = retriever._scope_stats(SCOPE)
+    rows = query(
+        "SELECT rowid FROM records WHERE tenant = ? AND principal = ? ORDER BY rowid",
+        [SCOPE.tenant, SCOPE.principal],
+    )
+    assert total == len(rows) == 8 and speakers == {"mei"}
+    # one count, of the records after the fifth (the count's last mark)
+    assert [p[2:] for p in counted] == [[rows[4]["rowid"], rows[-1]["rowid"]]]
+    assert retriever._scope_stats(SCOPE)[0] == 8 and len(counted) == 1
