@@ -348,3 +348,21 @@ def test_the_scope_count_adds_only_the_records_written_since(
     # one count, of the records after the fifth (the count's last mark)
     assert [p[2:] for p in counted] == [[rows[4]["rowid"], rows[-1]["rowid"]]]
     assert retriever._scope_stats(SCOPE)[0] == 8 and len(counted) == 1
+
+
+def test_deleting_a_record_finds_its_names_by_record_id(tmp_path: Path) -> None:
+    """The purge trigger deletes a record's names and introductions in the deleting
+    transaction; it must seek them by record id, not read every name row of the scope
+    (22 ms per deleted record at 100,000 records, under the write lock)."""
+    from retold import SQLiteStore
+
+    with SQLiteStore(tmp_path / "purge.db") as store:
+        retrieval.ensure_retrieval_schema(store)
+        for table in ("retrieval_entities", "retrieval_relations"):
+            plan = store.query(
+                f"EXPLAIN QUERY PLAN DELETE FROM {table} "
+                "WHERE tenant = ? AND principal = ? AND record_id = ?",
+                ["t", "chat", "r1"],
+            )
+            details = [str(row["detail"]) for row in plan]
+            assert any(f"{table}_record" in d for d in details), details
