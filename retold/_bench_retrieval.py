@@ -138,6 +138,21 @@ def _sentence(rng: random.Random, vocab: list[str]) -> str:
     return " ".join(words).capitalize() + "."
 
 
+_START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _message(i: int, text: str) -> RecordDraft:
+    """The ``i``-th message of the synthetic conversation: two speakers in turn, a minute
+    apart, 20 messages a session."""
+    return RecordDraft(
+        text=text,
+        kind=RecordKind.MESSAGE,
+        speaker=_NAMES[i % 2],
+        event_time=_START + timedelta(minutes=i),
+        session_id=f"s{i // 20}",
+    )
+
+
 class SyntheticEmbedder:
     """A deterministic stand-in embedder for timing: a text is the sum of its words' vectors.
 
@@ -208,7 +223,6 @@ def run_retrieval_bench(
     rng = random.Random(seed)
     vocab = _vocabulary(rng, 5000)
     scope = Principal(tenant="bench", principal="retrieval")
-    start = datetime(2024, 1, 1, tzinfo=UTC)
     texts = [_sentence(rng, vocab) for _ in range(n)]
     for i in range(0, n, 50):
         relation, person = _PEOPLE[(i // 50) % len(_PEOPLE)]
@@ -220,17 +234,7 @@ def run_retrieval_bench(
     t0 = time.perf_counter()
     for i, text in enumerate(texts):
         for who, what in [(scope, text), *((o, _sentence(other_rng, vocab)) for o in others)]:
-            store.add(
-                who,
-                RecordDraft(
-                    text=what,
-                    kind=RecordKind.MESSAGE,
-                    speaker=_NAMES[i % 2],
-                    event_time=start + timedelta(minutes=i),
-                    session_id=f"s{i // 20}",
-                ),
-                actor="bench",
-            )
+            store.add(who, _message(i, what), actor="bench")
     write_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     index_entities(store, scope)
@@ -293,17 +297,7 @@ def run_retrieval_bench(
         for k in range(after_writes):
             for j in range(4):
                 i = n + 4 * k + j
-                newest = store.add(
-                    scope,
-                    RecordDraft(
-                        text=_sentence(rng, vocab),
-                        kind=RecordKind.MESSAGE,
-                        speaker=_NAMES[i % 2],
-                        event_time=start + timedelta(minutes=i),
-                        session_id=f"s{i // 20}",
-                    ),
-                    actor="bench",
-                )
+                newest = store.add(scope, _message(i, _sentence(rng, vocab)), actor="bench")
             # Its content words (the synthetic vocabulary's), not its everyday or function ones.
             words = [w for w in newest.text.rstrip(".").lower().split() if w in content]
             q = "What did they say about " + " ".join(rng.sample(words, min(4, len(words))))
