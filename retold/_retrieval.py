@@ -711,18 +711,30 @@ def _watermarks(store: SQLiteStore, scope: Principal) -> dict[str, int]:
 
 def _start_stages(store: SQLiteStore, scope: Principal, stages: list[str]) -> None:
     """Start ``stages`` at their current version for ``scope``, in one write: the stage's
-    watermark row is created, clearing (two indexers may race; the primary key lets one),
-    and the watermark an earlier version left goes with it; :func:`_clear_stage` then
-    deletes that version's rows before the scope's records are read again."""
+    watermark row is created (two indexers may race; the primary key lets one) and the
+    watermark an earlier version left goes with it. When there was one, the row starts
+    clearing and :func:`_clear_stage` deletes that version's rows before the scope's records
+    are read again; when there was none, no rows were written for the scope (rows and their
+    watermark are written together), so it starts at 0 and a new scope's first index writes
+    no clearing steps."""
     with store.write() as w:
         for stage in stages:
             key = _stage_key(stage)
             row = {"tenant": scope.tenant, "principal": scope.principal, "stage": key}
-            if w.insert("retrieval_watermarks", {**row, "last_rowid": _CLEARING}, or_ignore=True):
+            if not w.insert(
+                "retrieval_watermarks", {**row, "last_rowid": _CLEARING}, or_ignore=True
+            ):
+                continue
+            earlier = w.execute(
+                "DELETE FROM retrieval_watermarks WHERE tenant = ? AND principal = ? "
+                "AND stage LIKE ? AND stage != ?",
+                [scope.tenant, scope.principal, f"{stage}@%", key],
+            ).rowcount
+            if not earlier:
                 w.execute(
-                    "DELETE FROM retrieval_watermarks WHERE tenant = ? AND principal = ? "
-                    "AND stage LIKE ? AND stage != ?",
-                    [scope.tenant, scope.principal, f"{stage}@%", key],
+                    "UPDATE retrieval_watermarks SET last_rowid = 0 "
+                    "WHERE tenant = ? AND principal = ? AND stage = ?",
+                    [scope.tenant, scope.principal, key],
                 )
 
 
