@@ -24,6 +24,7 @@ from ._activation_review import ReviewBacklog, ReviewItem, ReviewQueue
 from ._activation_rules import ClaimMatch, find_supporting_claim
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision, ReviewResolution
 from ._audit import AuditLog, DecisionReport, DecisionWriter, OfflineLabel
+from ._budgeted_read import BudgetedList, BudgetedReader
 from ._config import UtilityAwareConfig
 from ._embedding import LocalEmbedder
 from ._errors import (
@@ -112,13 +113,7 @@ from ._records import (
     WriteOrigin,
 )
 from ._redaction import DETECTOR_FAMILIES, Redactor, redaction_processor
-from ._retrieval import (
-    BudgetedList,
-    BudgetedReader,
-    HybridRetriever,
-    RetrievalConfig,
-    RetrievalResult,
-)
+from ._retrieval import HybridRetriever, RetrievalConfig, RetrievalResult
 from ._store import AsyncStore, SQLiteStore, Store, Writer, WriteTx
 from ._store_postgres import PostgresStore
 from ._tokens import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import retold._retrieval as retrieval
+import retold._retrieval_index as retrieval
 from retold import Principal, RecordDraft, Store
 from retold._store import Deadline, DeadlineExceeded, bounded_by
 

@@ -272,7 +272,7 @@ async def test_a_store_from_before_the_relation_index_upgrades_in_place(
     migrations, the entity names indexed up to the last record) gets the table and the new
     purge trigger on the next search, which reads its introductions once; deleting an
     introduction then removes its rows and its entity names together."""
-    from retold._retrieval import _RETRIEVAL_MIGRATIONS
+    from retold._retrieval_index import _RETRIEVAL_MIGRATIONS
 
     any_store.ensure_schema("retrieval", _RETRIEVAL_MIGRATIONS[:4])
     intro = any_store.add(SCOPE, RecordDraft(text="I live in Turin with my wife Sara."))
