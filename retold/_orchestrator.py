@@ -5,25 +5,22 @@ bounded candidate set once, against the draft; at most one regeneration adds the
 source-traceable record text. Every failure, timeout or budget withholding returns the
 draft with conditional memory withheld, and every turn ends with exactly one turn-decision
 row, handed to the store's decision writer after the last model call has returned and
-written off the turn's critical path (see :mod:`retold._audit`).
+written off the turn's critical path (see :mod:`retold._audit`). Host policies and
+inventory functions are called through :mod:`retold._host_calls` (daemon threads for
+sync calls, stepped timing for async ones).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import hashlib
-import inspect
 import math
-import queue
 import re
 import threading
 import time
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Generator, Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -48,6 +45,13 @@ from ._errors import (
     PolicyError,
     StoreError,
     UsageError,
+)
+from ._host_calls import (
+    STALL_WARN_MS,
+    Probe,
+    cancelled_by_caller,
+    in_daemon_thread,
+    invoke,
 )
 from ._policies import (
     AdmissionDecision,
@@ -369,182 +373,6 @@ def render_memory(records: Sequence[Record]) -> str:
             f"- id={quote_text(r.id)} date={when} speaker={speaker} text={quote_text(r.text)}"
         )
     return "\n".join(lines)
-
-
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
-    )
-
-
-class _DaemonWorkers:
-    """Reusable daemon threads for blocking host callables (sync policies, inventory functions).
-
-    A call is handed over through a queue, so the event loop never waits for a thread to
-    start: ``Thread.start()`` blocks its caller until the new thread has run, which takes
-    milliseconds (tens of them when other threads hold the GIL) and would stall every turn
-    of the process. When no worker is idle, a helper thread starts one. A call that never
-    returns keeps its worker; the others are reused, and a worker idle for ``idle_s`` exits.
-    """
-
-    def __init__(self, idle_s: float = 30.0) -> None:
-        self._idle_s = idle_s
-        self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._wanted: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._idle = 0  # workers waiting for a job that no queued job is promised to
-        self._spawner: threading.Thread | None = None
-
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on a worker; returns at once. ``job`` must not raise."""
-        first = None
-        with self._lock:
-            self._jobs.put(job)
-            if self._idle:
-                self._idle -= 1
-                return
-            self._wanted.put(None)
-            if self._spawner is None:
-                first = self._spawner = threading.Thread(
-                    target=self._spawn, name="retold-policy-spawner", daemon=True
-                )
-        if first is not None:
-            first.start()  # once per process: the only thread start a caller waits for
-
-    def _spawn(self) -> None:
-        while True:
-            self._wanted.get()
-            threading.Thread(target=self._work, name="retold-policy-call", daemon=True).start()
-
-    def _work(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=self._idle_s)
-            except queue.Empty:
-                with self._lock:
-                    if self._idle:  # an unpromised waiting worker may leave: this one
-                        self._idle -= 1
-                        return
-                continue  # a job was promised to a waiting worker: stay for it
-            job()
-            with self._lock:
-                self._idle += 1
-
-
-#: The process's daemon workers for blocking host calls on the turn path.
-_WORKERS = _DaemonWorkers()
-
-
-async def _in_daemon_thread(fn: Callable[[], Any]) -> Any:
-    """Run blocking ``fn`` on a daemon worker thread; cancelling the caller abandons it.
-
-    Not anyio's worker pool: its threads are not daemons on asyncio, so a policy call
-    that never returns would keep the host process from exiting (§5 wants daemon threads).
-    """
-    token = anyio.lowlevel.current_token()
-    done = anyio.Event()
-    box: list[tuple[bool, Any]] = []
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            box.append((True, context.run(fn)))
-        except BaseException as exc:
-            box.append((False, exc))
-        # The turn may have moved on (or its event loop ended) long ago.
-        with contextlib.suppress(Exception):
-            anyio.from_thread.run_sync(done.set, token=token)
-
-    _WORKERS.submit(target)
-    await done.wait()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
-#: A single uninterrupted step of an async policy longer than this blocked the event loop
-#: (every other turn of the process waited); it is logged as ``policy_blocked_event_loop``.
-#: A call that comes back this long after its deadline ignored cancellation
-#: (``policy_ignored_cancellation``).
-STALL_WARN_MS = 50.0
-
-
-class _Probe:
-    """The longest uninterrupted step (seconds) of one async call."""
-
-    __slots__ = ("longest",)
-
-    def __init__(self) -> None:
-        self.longest = 0.0
-
-
-class _Stepped:
-    """Await a coroutine step by step, timing each step on the event loop.
-
-    A step runs from a resumption of the coroutine to its next suspension; nothing else on
-    the event loop runs meanwhile, so the longest step is how long the coroutine blocked
-    the loop. Works on any backend: suspensions are passed through unchanged.
-    """
-
-    __slots__ = ("_coro", "_probe")
-
-    def __init__(self, coro: Any, probe: _Probe) -> None:
-        self._coro = coro
-        self._probe = probe
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, probe = self._coro, self._probe
-        send: Any = None
-        throw: BaseException | None = None
-        while True:
-            t0 = time.perf_counter()
-            try:
-                yielded = coro.send(send) if throw is None else coro.throw(throw)
-            except StopIteration as stop:
-                probe.longest = max(probe.longest, time.perf_counter() - t0)
-                return stop.value
-            except BaseException:
-                probe.longest = max(probe.longest, time.perf_counter() - t0)
-                raise
-            probe.longest = max(probe.longest, time.perf_counter() - t0)
-            try:
-                send, throw = (yield yielded), None
-            except BaseException as exc:  # cancellation and friends go to the coroutine
-                send, throw = None, exc
-
-
-async def _invoke(
-    fn: Callable[..., Any], *args: Any, probe: _Probe | None = None, **kwargs: Any
-) -> Any:
-    """Call a sync or async callable; sync ones run on daemon threads abandoned on cancel.
-
-    With ``probe``, an async call is stepped (:class:`_Stepped`) to time its longest step.
-    """
-    if _is_async(fn):
-        result = fn(*args, **kwargs)
-        if probe is not None and inspect.iscoroutine(result):
-            return await _Stepped(result, probe)
-        return await result
-    result = await _in_daemon_thread(partial(fn, *args, **kwargs))
-    if probe is not None and inspect.iscoroutine(result):
-        return await _Stepped(result, probe)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def _cancelled_by_caller(exc: BaseException) -> bool:
-    """True when ``exc`` is a real cancellation of this task, not one a policy raised itself."""
-    if not isinstance(exc, anyio.get_cancelled_exc_class()):
-        return False
-    if anyio.current_effective_deadline() == -math.inf:
-        return True  # an enclosing anyio scope was cancelled
-    with contextlib.suppress(RuntimeError):  # not running under asyncio
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            return True  # asyncio's own task.cancel(), e.g. asyncio.timeout around the turn
-    return False
 
 
 def _classify(exc: BaseException) -> FailureReason:
@@ -1010,9 +838,9 @@ class UtilityAwareOrchestrator:
             nonlocal draft_error
             t.draft_start = self._clock()
             try:
-                t.draft = self._text(await _invoke(generate_draft, request), ())
+                t.draft = self._text(await invoke(generate_draft, request), ())
             except BaseException as exc:
-                if _cancelled_by_caller(exc):
+                if cancelled_by_caller(exc):
                     raise
                 draft_error = (
                     PolicyError(Stage.DRAFT.value, exc.reason.value, exc.detail)
@@ -1154,7 +982,7 @@ class UtilityAwareOrchestrator:
                 t.fail(Stage.GAP, exc.reason, exc.detail)
                 return
             except BaseException as exc:
-                if _cancelled_by_caller(exc):
+                if cancelled_by_caller(exc):
                     raise
                 t.fail(Stage.GAP, _classify(exc), type(exc).__name__)
                 return
@@ -1180,7 +1008,7 @@ class UtilityAwareOrchestrator:
                     completed = False
                 t.fail(Stage.RETRIEVAL, exc.reason, exc.detail)
             except BaseException as exc:
-                if _cancelled_by_caller(exc):
+                if cancelled_by_caller(exc):
                     if budget_scope.cancel_called:
                         completed = False  # cut short by the budget
                     raise
@@ -1232,12 +1060,12 @@ class UtilityAwareOrchestrator:
                     except _NotInline:  # a lock was busy or the read was slow
                         raw = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
                 else:  # a host's function may never return: a daemon thread, abandoned
-                    raw = await _in_daemon_thread(call)
+                    raw = await in_daemon_thread(call)
                 return [str(x) for x in raw]
         except Exception as exc:
             raise _Fail(_classify(exc), f"inventory: {type(exc).__name__}") from exc
         except BaseException as exc:
-            if _cancelled_by_caller(exc):
+            if cancelled_by_caller(exc):
                 raise
             raise _Fail(FailureReason.EXCEPTION, f"inventory: {type(exc).__name__}") from exc
         finally:
@@ -1308,9 +1136,9 @@ class UtilityAwareOrchestrator:
         async def one(i: int) -> None:
             t0 = self._clock()
             found_i: list[Candidate] | None = None
-            probe = _Probe()
+            probe = Probe()
             try:
-                found = await _invoke(
+                found = await invoke(
                     retriever.retrieve,
                     t.scope,
                     gaps[i].query,
@@ -1322,7 +1150,7 @@ class UtilityAwareOrchestrator:
             except _Fail as exc:
                 errors.append((i, exc.reason, exc.detail))
             except BaseException as exc:
-                if _cancelled_by_caller(exc):
+                if cancelled_by_caller(exc):
                     raise
                 errors.append((i, _classify(exc), type(exc).__name__))
             finally:
@@ -1452,15 +1280,15 @@ class UtilityAwareOrchestrator:
         cancellation of the turn propagates. An answer that arrives after the deadline (a
         policy that ignored its cancellation) is discarded as a timeout.
         """
-        probe = _Probe()
+        probe = Probe()
         scope = anyio.move_on_after(timeout_s)
         try:
             with scope:
-                result = await _invoke(fn, *args, probe=probe)
+                result = await invoke(fn, *args, probe=probe)
         except Exception as exc:
             raise _Fail(_classify(exc), type(exc).__name__) from exc
         except BaseException as exc:
-            if _cancelled_by_caller(exc):
+            if cancelled_by_caller(exc):
                 raise
             log.error("policy_raised_base_exception", stage=stage.value, error=type(exc).__name__)
             raise _Fail(FailureReason.EXCEPTION, type(exc).__name__) from exc
@@ -1477,7 +1305,7 @@ class UtilityAwareOrchestrator:
             raise _Fail(FailureReason.TIMEOUT, f"no answer within {_ms(timeout_s)} ms")
         return result
 
-    def _report_stall(self, stage: Stage, who: str, probe: _Probe, late_s: float = 0.0) -> None:
+    def _report_stall(self, stage: Stage, who: str, probe: Probe, late_s: float = 0.0) -> None:
         """Log an async call that blocked the event loop or outlived its deadline."""
         step_ms = probe.longest * 1000
         if step_ms > STALL_WARN_MS:

@@ -442,9 +442,9 @@ async def test_sync_policies_run_on_abandonable_daemon_threads(
 def test_blocking_calls_go_to_daemon_workers_and_a_hung_one_keeps_only_its_own() -> None:
     """A blocking call is handed to a daemon worker (the caller never starts a thread
     itself); a call that never returns keeps its worker, and the next call gets another."""
-    from retold._orchestrator import _DaemonWorkers
+    from retold._host_calls import DaemonWorkers
 
-    workers = _DaemonWorkers(idle_s=5.0)
+    workers = DaemonWorkers(idle_s=5.0)
     release, hung, ran = threading.Event(), threading.Event(), threading.Event()
     threads: dict[str, threading.Thread] = {}
 
