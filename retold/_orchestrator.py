@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import _serving_gate
 from ._audit import AuditLog
 from ._config import UtilityAwareConfig, check_bundle
+from ._deadline import Deadline, bounded_by
 from ._errors import (
     AdapterHTTPError,
     DeadlineExceeded,
@@ -70,7 +71,7 @@ from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
 from ._retrieval import HybridRetriever
 from ._retrieval_sql import retrieval_sql
-from ._store import _RECORD_COLUMNS, Deadline, SQLiteStore, _row_to_record, bounded_by, iso
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
 from ._turn_input import check_prepare_turn
 from ._typing import Retriever
 

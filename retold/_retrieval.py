@@ -56,6 +56,7 @@ import anyio.lowlevel
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._deadline import check_deadline
 from ._errors import UsageError
 from ._lexicon import FUNCTION_WORDS as _STOPWORDS
 from ._lexicon import (
@@ -74,7 +75,7 @@ from ._retrieval_index import (
     index_scope,
 )
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, check_deadline, iso
+from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
 from ._typing import Embedder, Reranker
 from ._vectors import (
     DEFAULT_PROBE,

@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ._deadline import check_deadline
 from ._lexicon import FUNCTION_WORDS as _STOPWORDS
 from ._lexicon import introductions, singular
 from ._records import Principal
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
-from ._store import SQLiteStore, check_deadline
+from ._store import SQLiteStore
 
 __all__ = ["ensure_retrieval_schema", "extract_entities", "index_entities", "index_scope"]
 

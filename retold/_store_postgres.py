@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ._deadline import Deadline, current_deadline
 from ._errors import InvalidInputError, StoreError, UsageError, store_error
 from ._records import (
     Principal,
@@ -53,11 +54,9 @@ from ._records import (
 from ._redaction import Redactor
 from ._store import (
     _RECORD_COLUMNS,
-    Deadline,
     _row_to_record,
     _SharedStoreOps,
     _WriterBase,
-    current_deadline,
     iso,
 )
 

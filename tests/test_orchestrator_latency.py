@@ -33,8 +33,8 @@ from retold import (
     UtilityAwareConfig,
     UtilityAwareOrchestrator,
 )
+from retold._deadline import Deadline, bounded_by
 from retold._retrieval import HybridRetriever, RetrievalConfig
-from retold._store import Deadline, bounded_by
 from retold.testing import (
     FakeRetriever,
     FunctionAdmissionPolicy,

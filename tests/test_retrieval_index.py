@@ -12,7 +12,8 @@ import pytest
 
 import retold._retrieval_index as retrieval
 from retold import Principal, RecordDraft, Store
-from retold._store import Deadline, DeadlineExceeded, bounded_by
+from retold._deadline import Deadline, bounded_by
+from retold._errors import DeadlineExceeded
 
 SCOPE = Principal(tenant="t", principal="chat")
 

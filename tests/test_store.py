@@ -390,7 +390,7 @@ def test_a_read_past_its_deadline_is_cut_short(store: Store) -> None:
     import time
 
     from retold import DeadlineExceeded
-    from retold._store import Deadline, bounded_by
+    from retold._deadline import Deadline, bounded_by
 
     slow = (
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) "
