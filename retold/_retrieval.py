@@ -958,9 +958,9 @@ class HybridRetriever:
         own (a shared store), else of the whole index.
 
         Asked of the store's dialect: on SQLite each term's FTS5 postings are read in rowid
-        order and the read stops one past the cap (ids only, no scoring); in a shared store
-        other principals' rows never make a word common for this one. PostgreSQL reports
-        none (its lexical stage is unchanged).
+        order, on PostgreSQL the rows of its GIN posting list, and the read stops one past
+        the cap (no scoring); in a shared store other principals' rows never make a word
+        common for this one.
         """
         cap = self.config.lexical_common_postings
         return self.dialect.common_terms(self.store, scope, terms, cap)

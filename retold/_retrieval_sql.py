@@ -219,15 +219,30 @@ class PostgresRetrievalSQL(RetrievalSQL):
         rows: list[dict[str, Any]] = store.records_after(scope, rowid, limit=limit)
         return rows
 
-    def store_rows(self, store: Any) -> int:
-        # Not needed: the tsvector stage filters by scope in SQL (see lexical).
-        return 0
-
     def common_terms(
         self, store: Any, scope: Principal | None, terms: Sequence[str], cap: int
     ) -> frozenset[str]:
-        # Not ported: the tsvector stage keeps every term (see _retrieval's lexical stage).
-        return frozenset()
+        """The terms found in more than ``cap`` records: ``scope``'s own when given (a
+        shared store), else the whole table's.
+
+        Each term is stemmed as the ``text_tsv`` column is; its GIN posting list gives the
+        candidate rows and the count stops one past the cap, so a term costs its posting
+        list and at most ``cap + 1`` row reads (no scoring).
+        """
+        if not terms:
+            return frozenset()
+        scoped = "r.tenant = ? AND r.principal = ? AND " if scope is not None else ""
+        count = (
+            f"(SELECT count(*) FROM (SELECT 1 FROM records r WHERE {scoped}r.text_tsv @@ "
+            "(SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery "
+            "FROM unnest(to_tsvector('retold', ?::text))) LIMIT ?) AS m)"
+        )
+        owner = [scope.tenant, scope.principal] if scope is not None else []
+        rows = store.query_tuples(
+            "SELECT " + ", ".join(count for _ in terms),
+            [x for term in terms for x in (*owner, term, cap + 1)],
+        )
+        return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
 
     def lexical(
         self,
@@ -241,9 +256,12 @@ class PostgresRetrievalSQL(RetrievalSQL):
         newest: int | None = None,
         scoped: bool = False,
     ) -> list[tuple[str, float]]:
+        # Always filtered by scope in SQL (``where``), so ``scoped`` changes nothing here.
         if not terms:
             return []
-        rows: list[tuple[str, float]] = store.bm25(scope, " ".join(terms), where, params, limit)
+        rows: list[tuple[str, float]] = store.bm25(
+            scope, " ".join(terms), where, params, limit, newest=newest
+        )
         return rows
 
 

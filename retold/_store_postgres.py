@@ -796,7 +796,14 @@ class PostgresStore(_SharedStoreOps):
         return docs, (float(rows[0]["total_len"]) / docs if docs else 0.0)
 
     def bm25(
-        self, scope: Principal, text: str, where: str, params: Sequence[Any], limit: int
+        self,
+        scope: Principal,
+        text: str,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+        *,
+        newest: int | None = None,
     ) -> list[tuple[str, float]]:
         """``(record id, score)`` of records matching any word of ``text``, best first.
 
@@ -811,24 +818,34 @@ class PostgresStore(_SharedStoreOps):
         frequency n over the rows the filter lets through (FTS5 also counts superseded and
         expired rows). ``where`` and ``params`` filter alias ``r`` and must include the
         scope. Ties by id.
+
+        ``newest``: score only the newest that many matching rows (a query made only of
+        common words, whose matches are a large share of the scope); a word's document
+        frequency is then counted among those rows, as every match would have to be read
+        to count it exactly.
         """
         if limit <= 0:
             return []
         n_docs, avgdl = self._lexical_stats(scope)
-        # One pass over the matching rows: each keeps only its query lexemes (ts_filter of
-        # a setweight mark, in C) with their term frequencies; IDF from those rows.
+        # One pass over the matching rows (``hit``, inlined as a subquery): each keeps only
+        # its query lexemes (ts_filter of a setweight mark, in C) with their term
+        # frequencies; IDF from those rows.
+        bound = "" if newest is None else " ORDER BY r.rowid DESC LIMIT ?"
         sql = f"""
             WITH q AS MATERIALIZED (
                 SELECT array_agg(DISTINCT lexeme) AS lexemes,
                        string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS tq
                 FROM unnest(to_tsvector('retold', ?::text))
             ),
+            hit AS (
+                SELECT r.id, r.text_len, r.text_tsv FROM records r, q
+                WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}{bound}
+            ),
             tf AS MATERIALIZED (
-                SELECT r.id, r.text_len::float8 AS dl, u.lexeme,
+                SELECT h.id, h.text_len::float8 AS dl, u.lexeme,
                        COALESCE(array_length(u.positions, 1), 1)::float8 AS n
-                FROM records r, q,
-                     unnest(ts_filter(setweight(r.text_tsv, 'A', q.lexemes), '{{a}}')) u
-                WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}
+                FROM hit h, q,
+                     unnest(ts_filter(setweight(h.text_tsv, 'A', q.lexemes), '{{a}}')) u
             ),
             idf AS (
                 SELECT lexeme,
@@ -843,7 +860,16 @@ class PostgresStore(_SharedStoreOps):
         k1, b = _BM25_K1, _BM25_B
         rows = self.query_tuples(
             sql,
-            [text, *params, n_docs, k1 + 1, k1 * (1 - b), k1 * b / max(avgdl, 1.0), limit],
+            [
+                text,
+                *params,
+                *([] if newest is None else [newest]),
+                n_docs,
+                k1 + 1,
+                k1 * (1 - b),
+                k1 * b / max(avgdl, 1.0),
+                limit,
+            ],
         )
         return [(str(rid), float(score)) for rid, score in rows]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from retold import PostgresStore
+from retold import HybridRetriever, PostgresStore, Principal
 
 from .conftest import POSTGRES_URL, FixedClock, counter_ids, fresh_pg_schema
 from .test_budgeted_read import (
@@ -26,7 +26,10 @@ from .test_budgeted_read import (
     test_tag_filter_cross_tenant_and_redaction_hold,
 )
 from .test_retrieval import (
+    LEXICAL,
+    add,
     test_backfill_fills_with_newest_when_few_found,
+    test_common_words_leave_the_lexical_match_when_a_rarer_word_remains,
     test_conflicts_are_packed_as_an_annotated_pair,
     test_dedup_folds_identical_and_near_identical_keeping_provenance,
     test_dense_stage_and_model_change_is_detected_not_mixed,
@@ -50,6 +53,7 @@ pytestmark = [
 __all__ = [
     "reader",
     "test_backfill_fills_with_newest_when_few_found",
+    "test_common_words_leave_the_lexical_match_when_a_rarer_word_remains",
     "test_conflicts_are_packed_as_an_annotated_pair",
     "test_dedup_folds_identical_and_near_identical_keeping_provenance",
     "test_dense_stage_and_model_change_is_detected_not_mixed",
@@ -88,7 +92,7 @@ def test_same_config_ranks_alike_on_both_stores(tmp_path: Path, clock: FixedCloc
     same order on SQLite and PostgreSQL."""
     import anyio
 
-    from retold import HybridRetriever, Principal, RecordDraft, RetrievalConfig, SQLiteStore
+    from retold import RecordDraft, RetrievalConfig, SQLiteStore
 
     from .test_retrieval import HashEmbedder
 
@@ -133,7 +137,7 @@ def test_concurrent_indexers_embed_and_index_each_record_once() -> None:
 
     import anyio
 
-    from retold import HybridRetriever, Principal, RecordDraft, RetrievalConfig
+    from retold import RecordDraft, RetrievalConfig
 
     from .test_retrieval import HashEmbedder
 
@@ -166,3 +170,24 @@ def test_concurrent_indexers_embed_and_index_each_record_once() -> None:
         assert named == [{"n": 40}]
         for s in stores:
             s.close()
+
+
+async def test_a_shared_store_counts_common_words_in_the_principals_own_rows(
+    store: PostgresStore, alice: Principal, bob: Principal
+) -> None:
+    """On PostgreSQL too, whether a word is common is counted in the principal's own rows
+    when others hold most of the store: bob writing "weekend" and "pottery" a hundred times
+    leaves both selective words of alice's, so both still rank her notes; counted over the
+    whole table (a store mostly hers) both would be common."""
+    plans = [add(store, alice, "weekend hike with Ada"), add(store, alice, "weekend market")]
+    other = add(store, alice, "pottery class on Tuesday")
+    for i in range(100):
+        add(store, bob, f"bob's weekend pottery {i}")
+    cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
+    retriever = HybridRetriever(store, config=cfg)
+    assert retriever._common_terms(["weekend", "pottery"], alice) == frozenset()
+    assert retriever._common_terms(["weekend", "pottery"], None) == {"weekend", "pottery"}
+    got = await retriever.search(alice, "weekend pottery", limit=10)
+    assert {c.record.id for c in got.candidates} == {*plans, other}
+    # A word with no lexeme (punctuation only) is never common.
+    assert retriever._common_terms(["--"], None) == frozenset()
