@@ -73,6 +73,9 @@ Clock = Callable[[], datetime]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _BM25_K1 = 1.2
 _BM25_B = 0.75
+#: A lexical query made only of common words scores its newest matches among the scope's
+#: newest this many times ``lexical_common_postings`` live rows (see :meth:`PostgresStore.bm25`).
+NEWEST_WINDOW = 4
 
 
 def _utcnow() -> datetime:
@@ -819,10 +822,12 @@ class PostgresStore(_SharedStoreOps):
         expired rows). ``where`` and ``params`` filter alias ``r`` and must include the
         scope. Ties by id.
 
-        ``newest``: score only the newest that many matching rows (a query made only of
-        common words, whose matches are a large share of the scope); a word's document
-        frequency is then counted among those rows, as every match would have to be read
-        to count it exactly.
+        ``newest``: for a query made only of common words (whose matches are a large share
+        of the scope), score only the newest that many matching rows among the scope's
+        newest :data:`NEWEST_WINDOW` times that many rows the filter lets through (read
+        newest first on the scope's rowid index, so the cost does not grow with the scope
+        or with how common the words are); a word's document frequency is then counted
+        among the rows scored, as every match would have to be read to count it exactly.
         """
         if limit <= 0:
             return []
@@ -830,7 +835,15 @@ class PostgresStore(_SharedStoreOps):
         # One pass over the matching rows (``hit``, inlined as a subquery): each keeps only
         # its query lexemes (ts_filter of a setweight mark, in C) with their term
         # frequencies; IDF from those rows.
-        bound = "" if newest is None else " ORDER BY r.rowid DESC LIMIT ?"
+        rows_of = "records r"
+        bound, window = "", []
+        if newest is not None:
+            rows_of = (
+                "(SELECT r.rowid, r.id, r.text_len, r.text_tsv FROM records r "
+                f"WHERE {where} ORDER BY r.rowid DESC LIMIT ?) r"
+            )
+            where, window = "TRUE", [*params, NEWEST_WINDOW * newest]
+            params, bound = [newest], " ORDER BY r.rowid DESC LIMIT ?"
         sql = f"""
             WITH q AS MATERIALIZED (
                 SELECT array_agg(DISTINCT lexeme) AS lexemes,
@@ -838,7 +851,7 @@ class PostgresStore(_SharedStoreOps):
                 FROM unnest(to_tsvector('retold', ?::text))
             ),
             hit AS (
-                SELECT r.id, r.text_len, r.text_tsv FROM records r, q
+                SELECT r.id, r.text_len, r.text_tsv FROM {rows_of}, q
                 WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}{bound}
             ),
             tf AS MATERIALIZED (
@@ -862,8 +875,8 @@ class PostgresStore(_SharedStoreOps):
             sql,
             [
                 text,
+                *window,
                 *params,
-                *([] if newest is None else [newest]),
                 n_docs,
                 k1 + 1,
                 k1 * (1 - b),

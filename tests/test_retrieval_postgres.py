@@ -191,3 +191,27 @@ async def test_a_shared_store_counts_common_words_in_the_principals_own_rows(
     assert {c.record.id for c in got.candidates} == {*plans, other}
     # A word with no lexeme (punctuation only) is never common.
     assert retriever._common_terms(["--"], None) == frozenset()
+
+
+async def test_an_all_common_query_scores_its_matches_among_the_newest_rows(
+    store: PostgresStore, alice: Principal
+) -> None:
+    """On PostgreSQL a query made only of common words scores the newest matches among the
+    scope's newest NEWEST_WINDOW x lexical_common_postings rows (read on the scope's rowid
+    index, so its cost does not grow with the scope): an older match outside that window
+    is not scored, even when the window holds fewer matches than the cap."""
+    from retold._store_postgres import NEWEST_WINDOW
+
+    old = [add(store, alice, f"weekend note {i}") for i in range(5)]
+    for i in range(3 * NEWEST_WINDOW):
+        add(store, alice, f"garden chores {i}")
+    new = add(store, alice, "weekend plans")
+    cfg = LEXICAL.model_copy(update={"entity": False, "lexical_common_postings": 3})
+    retriever = HybridRetriever(store, config=cfg)
+    assert retriever._common_terms(["weekend"], None) == {"weekend"}
+    got = await retriever.search(alice, "weekend", limit=10)
+    assert [c.record.id for c in got.candidates] == [new]
+    # With a cap that keeps the word selective, every match is scored.
+    wide = cfg.model_copy(update={"lexical_common_postings": 100})
+    got = await HybridRetriever(store, config=wide).search(alice, "weekend", limit=10)
+    assert {c.record.id for c in got.candidates} == {new, *old}
