@@ -222,27 +222,9 @@ class PostgresRetrievalSQL(RetrievalSQL):
     def common_terms(
         self, store: Any, scope: Principal | None, terms: Sequence[str], cap: int
     ) -> frozenset[str]:
-        """The terms found in more than ``cap`` records: ``scope``'s own when given (a
-        shared store), else the whole table's.
-
-        Each term is stemmed as the ``text_tsv`` column is; its GIN posting list gives the
-        candidate rows and the count stops one past the cap, so a term costs its posting
-        list and at most ``cap + 1`` row reads (no scoring).
-        """
-        if not terms:
-            return frozenset()
-        scoped = "r.tenant = ? AND r.principal = ? AND " if scope is not None else ""
-        count = (
-            f"(SELECT count(*) FROM (SELECT 1 FROM records r WHERE {scoped}r.text_tsv @@ "
-            "(SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery "
-            "FROM unnest(to_tsvector('retold', ?::text))) LIMIT ?) AS m)"
-        )
-        owner = [scope.tenant, scope.principal] if scope is not None else []
-        rows = store.query_tuples(
-            "SELECT " + ", ".join(count for _ in terms),
-            [x for term in terms for x in (*owner, term, cap + 1)],
-        )
-        return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
+        # Counted on the tsvector's GIN posting lists (PostgresStore.common_terms).
+        found: frozenset[str] = store.common_terms(scope, terms, cap)
+        return found
 
     def lexical(
         self,

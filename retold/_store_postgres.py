@@ -76,6 +76,11 @@ _BM25_B = 0.75
 #: A lexical query made only of common words scores its newest matches among the scope's
 #: newest this many times ``lexical_common_postings`` live rows (see :meth:`PostgresStore.bm25`).
 NEWEST_WINDOW = 4
+#: A query text's stems (as the ``text_tsv`` column stems), one row each: the ``FROM`` of
+#: :data:`_ANY_STEM`, whose ``?`` is the text.
+_STEMS_OF = "unnest(to_tsvector('retold', ?::text))"
+#: The tsquery matching any of those stems (NULL when the text has none).
+_ANY_STEM = "string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery"
 
 
 def _utcnow() -> datetime:
@@ -798,6 +803,31 @@ class PostgresStore(_SharedStoreOps):
         docs = float(rows[0]["docs"]) if rows else 0.0
         return docs, (float(rows[0]["total_len"]) / docs if docs else 0.0)
 
+    def common_terms(
+        self, scope: Principal | None, terms: Sequence[str], cap: int
+    ) -> frozenset[str]:
+        """The terms found in more than ``cap`` records: ``scope``'s own when given (a
+        shared store), else the whole table's.
+
+        Each term is stemmed as the ``text_tsv`` column is; its GIN posting list gives the
+        candidate rows and the count stops one past the cap, so a term costs its posting
+        list and at most ``cap + 1`` row reads (no scoring). A term with no stem matches
+        nothing, so it is never common.
+        """
+        if not terms:
+            return frozenset()
+        scoped = "r.tenant = ? AND r.principal = ? AND " if scope is not None else ""
+        count = (
+            f"(SELECT count(*) FROM (SELECT 1 FROM records r WHERE {scoped}r.text_tsv @@ "
+            f"(SELECT {_ANY_STEM} FROM {_STEMS_OF}) LIMIT ?) AS m)"
+        )
+        owner = [scope.tenant, scope.principal] if scope is not None else []
+        rows = self.query_tuples(
+            "SELECT " + ", ".join(count for _ in terms),
+            [x for term in terms for x in (*owner, term, cap + 1)],
+        )
+        return frozenset(t for t, n in zip(terms, rows[0], strict=True) if int(n) > cap)
+
     def bm25(
         self,
         scope: Principal,
@@ -835,25 +865,22 @@ class PostgresStore(_SharedStoreOps):
         # One pass over the matching rows (``hit``, inlined as a subquery): each keeps only
         # its query lexemes (ts_filter of a setweight mark, in C) with their term
         # frequencies; IDF from those rows.
-        rows_of = "records r"
-        bound, window = "", []
-        if newest is not None:
-            rows_of = (
+        if newest is None:
+            hit = f"records r, q WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}"
+            hit_params = list(params)
+        else:
+            hit = (
                 "(SELECT r.rowid, r.id, r.text_len, r.text_tsv FROM records r "
-                f"WHERE {where} ORDER BY r.rowid DESC LIMIT ?) r"
+                f"WHERE {where} ORDER BY r.rowid DESC LIMIT ?) r, q "
+                "WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq ORDER BY r.rowid DESC LIMIT ?"
             )
-            where, window = "TRUE", [*params, NEWEST_WINDOW * newest]
-            params, bound = [newest], " ORDER BY r.rowid DESC LIMIT ?"
+            hit_params = [*params, NEWEST_WINDOW * newest, newest]
         sql = f"""
             WITH q AS MATERIALIZED (
-                SELECT array_agg(DISTINCT lexeme) AS lexemes,
-                       string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS tq
-                FROM unnest(to_tsvector('retold', ?::text))
+                SELECT array_agg(DISTINCT lexeme) AS lexemes, {_ANY_STEM} AS tq
+                FROM {_STEMS_OF}
             ),
-            hit AS (
-                SELECT r.id, r.text_len, r.text_tsv FROM {rows_of}, q
-                WHERE q.tq IS NOT NULL AND r.text_tsv @@ q.tq AND {where}{bound}
-            ),
+            hit AS (SELECT r.id, r.text_len, r.text_tsv FROM {hit}),
             tf AS MATERIALIZED (
                 SELECT h.id, h.text_len::float8 AS dl, u.lexeme,
                        COALESCE(array_length(u.positions, 1), 1)::float8 AS n
@@ -875,8 +902,7 @@ class PostgresStore(_SharedStoreOps):
             sql,
             [
                 text,
-                *window,
-                *params,
+                *hit_params,
                 n_docs,
                 k1 + 1,
                 k1 * (1 - b),
