@@ -319,6 +319,14 @@ class RetrievalConfig(BaseModel):
         "Session expansion lifts whole exchanges; at a small cap one session would "
         "otherwise fill it, and a question whose evidence spans sessions loses the rest.",
     )
+    several_diversity: float = Field(
+        default=0.7,
+        gt=0.0,
+        le=1.0,
+        description="session_diversity for a query that asks for several things (what kinds "
+        "of, a plural after what/which, two questions joined by 'and'): the "
+        "lower of the two applies. Such questions gather evidence from several sessions.",
+    )
     session_diversity_after: int = Field(
         default=4,
         ge=0,
@@ -383,6 +391,43 @@ _TEMPORAL = re.compile(
 def _asks_when(query: str) -> bool:
     """Whether ``query`` asks for a time (when, what date, how long ago, ...)."""
     return bool(_ASKS_WHEN.search(query))
+
+
+_ASKS_SEVERAL = re.compile(
+    r"\b((?:what|which) (?:kinds?|types?|sorts?) of"
+    r"|and (?:who|what|where|when|which|why|how))\b",
+    re.IGNORECASE,
+)
+_WH_PHRASE = re.compile(r"\b(?:what|which)((?:\s+[\w'’-]+){1,4})", re.IGNORECASE)
+_AUXILIARIES = frozenset(
+    "is are was were has have had does do did will would can could should may might".split()
+)
+
+
+def _plural(word: str) -> bool:
+    """Whether ``word`` (lower-case) reads as a plural noun: children, people, or an "s"
+    ending that is not "ss", "us", "is" or a possessive."""
+    if word in ("children", "people"):
+        return True
+    return (
+        len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "'s", "’s"))
+    )
+
+
+def _asks_several(query: str) -> bool:
+    """Whether ``query`` asks for several things, whose evidence may lie in several sessions:
+    what kinds of, two questions joined by "and" ("Who is her partner and what
+    are they training for?"), or what/which and a plural noun before the verb ("What roles
+    does he have?", "Which of her hobbies ...", "What are his plans?")."""
+    if _ASKS_SEVERAL.search(query):
+        return True
+    for m in _WH_PHRASE.finditer(query):
+        for i, word in enumerate(m.group(1).lower().split()):
+            if word in _AUXILIARIES and not (i == 0 and word in ("are", "were")):
+                break
+            if _plural(word):
+                return True
+    return False
 
 
 def _without_names(text: str, names: frozenset[str]) -> str:
@@ -694,7 +739,7 @@ class HybridRetriever:
                 abandon_on_cancel=True,
                 limiter=_cpu_limiter(),
             )
-        ranked = self._select(self._sort(hits), limit)
+        ranked = self._select(self._sort(hits), limit, _asks_several(query))
         candidates = tuple(
             Candidate(
                 record=_row_to_record(h.row),
@@ -1495,8 +1540,9 @@ class HybridRetriever:
             out.append(hit)
         return out
 
-    def _select(self, ranked: list[_Hit], limit: int) -> list[_Hit]:
-        """The top ``limit`` of ``ranked``, spread over sessions (``session_diversity``).
+    def _select(self, ranked: list[_Hit], limit: int, several: bool = False) -> list[_Hit]:
+        """The top ``limit`` of ``ranked``, spread over sessions (``session_diversity``, or
+        ``several_diversity`` when lower and the query asks for ``several`` things).
 
         Greedy: after the first ``session_diversity_after`` picks (by score alone), each pick
         is the hit with the best score after its session's discount, the score times
@@ -1505,6 +1551,8 @@ class HybridRetriever:
         stays best first. Hits without a session are never discounted.
         """
         factor = self.config.session_diversity
+        if several:
+            factor = min(factor, self.config.several_diversity)
         if factor >= 1.0 or limit <= 1:
             return ranked[:limit]
         picked: list[_Hit] = []
