@@ -1054,7 +1054,9 @@ class HybridRetriever:
 
         ``stats`` is :meth:`_scope_stats` (which has brought the entity index up to date).
         """
-        names = sorted({w.lower() for w in _WORD.findall(query)} - _STOPWORDS)
+        # The query's words, and a name that is also a function word ("What does Will do?").
+        words = {w.lower() for w in _WORD.findall(query)}
+        names = sorted(words - _STOPWORDS | extract_entities(query))
         if not names:
             return []
         marks = ", ".join("?" for _ in names)

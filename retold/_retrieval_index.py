@@ -38,13 +38,32 @@ __all__ = ["ensure_retrieval_schema", "extract_entities", "index_entities", "ind
 _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w'’-]*[\w]|[A-Z])")
 
 
+#: Function words that are also given names ("my friend Will", "ask Don"): capitalised
+#: inside a sentence they name someone; at its start they are the function word.
+NAMES_AMONG_FUNCTION_WORDS = frozenset({"will", "don"})
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` begins a sentence (or a quotation)."""
+    before = text[max(0, at - 8) : at].rstrip()
+    return not before or before[-1] in '.!?…:;"“‘('
+
+
 def extract_entities(text: str) -> set[str]:
-    """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased."""
+    """Names, places and acronyms in ``text`` (capitalised, non-function words), lower-cased.
+
+    A function word that is also a given name (:data:`NAMES_AMONG_FUNCTION_WORDS`) counts
+    when capitalised inside a sentence ("What does Will do?"), never at its start
+    ("Will you come?")."""
     found: set[str] = set()
     for m in _CAPITALISED.finditer(text):
         word = m.group(1).strip("'’-").lower()
         word = re.sub(r"['’]s$", "", word)
-        if len(word) >= 2 and word not in _STOPWORDS and not word.isdigit():
+        if len(word) < 2 or word.isdigit():
+            continue
+        if word not in _STOPWORDS or (
+            word in NAMES_AMONG_FUNCTION_WORDS and not _starts_sentence(text, m.start())
+        ):
             found.add(word)
     return found
 
@@ -176,7 +195,7 @@ def index_entities(store: SQLiteStore, scope: Principal) -> int:
 #: version moves): a store indexed by an earlier version then drops that table's rows for
 #: the scope and reads its records again, in committed steps like a first build, instead of
 #: keeping the old reading of every record written before the upgrade.
-_INDEX_STAGES = {"entity": 1, "relation": 1}
+_INDEX_STAGES = {"entity": 2, "relation": 1}
 #: Each stage's table and the columns that, with the scope, key its rows.
 _INDEX_TABLES = {
     "entity": ("retrieval_entities", "entity, record_id"),

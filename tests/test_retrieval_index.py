@@ -52,7 +52,8 @@ def test_a_deadline_stops_indexing_between_steps_and_keeps_the_steps_done(
         "OFFSET 9",
         [SCOPE.tenant, SCOPE.principal],
     )[0]["rowid"]
-    assert watermarks(any_store) == {"entity@1": tenth, "relation@1": tenth}
+    keys = [retrieval._stage_key(stage) for stage in ("entity", "relation")]
+    assert watermarks(any_store) == dict.fromkeys(keys, tenth)
     named = any_store.query("SELECT COUNT(DISTINCT record_id) AS n FROM retrieval_entities", [])
     assert named[0]["n"] == 10
     monkeypatch.setattr(retrieval, "_index_chunk", original)
@@ -80,6 +81,11 @@ def index_rows(store: Store) -> tuple[list[tuple[str, str]], list[tuple[str, str
     )
 
 
+#: The readings' first versions, where the version tests' stories start (the shipping
+#: versions are pinned in READINGS).
+FIRST_VERSIONS = {"entity": 1, "relation": 1}
+
+
 def test_a_new_version_of_a_reading_reads_the_scope_again(
     any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,6 +94,7 @@ def test_a_new_version_of_a_reading_reads_the_scope_again(
     reading's version moves: the next index drops the scope's rows of that table, reads
     every record again in committed steps a deadline can stop, and leaves the other
     scope and the other table's watermark alone."""
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", FIRST_VERSIONS)
     other = Principal(tenant="t", principal="other")
     records = [
         any_store.add(
@@ -190,10 +197,13 @@ def index_rows_of(store: Store, scope: Principal) -> list[tuple[str, ...]]:
     return sorted((r["t"], r["a"], r["record_id"]) for r in rows)
 
 
-def test_a_store_indexed_before_versioned_readings_is_not_read_again(any_store: Store) -> None:
+def test_a_store_indexed_before_versioned_readings_is_not_read_again(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The watermarks a store kept before readings had versions ("entity", "relation")
     were written by version 1 of each: the migration names them so, and the next index
-    reads nothing again."""
+    of version 1 reads nothing again."""
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", FIRST_VERSIONS)
     any_store.ensure_schema("retrieval", retrieval._RETRIEVAL_MIGRATIONS[:5])
     for k in range(3):
         any_store.add(SCOPE, RecordDraft(text=f"My wife Sara{chr(97 + k)} runs a pharmacy."))
@@ -230,7 +240,9 @@ def reading_corpus(tmp_path: Path) -> list[str]:
         out = tmp_path / f"{name}.json"
         synth_relations.main([str(out), *argv, "--variant", name, "--mentions", "2"])
         files.append(out)
-    texts = []
+    # Function words that are also names: a name inside a sentence, the word at its start.
+    texts = ["My friend Will works as a carpenter.", "Will you come?", "Hi. Will is here."]
+    texts += ["Ask Don about the bike.", '"Will it rain?" Don asked.', "I will go."]
     for path in files:
         for sample in json.loads(path.read_text("utf-8")):
             conversation = sample["conversation"]
@@ -242,8 +254,8 @@ def reading_corpus(tmp_path: Path) -> list[str]:
 
 #: What each reading's version is pinned to: the sha256 of its output over reading_corpus.
 READINGS = {
-    "entity": (1, "1e83665fa9a60a95c1bf7a2b303a8a8df237981300087f918a89be01bc74e9be"),
-    "relation": (1, "c6932135b6a466da52c3b6d776ea4cd53fc041dc0d14565981181d9e603e6fbf"),
+    "entity": (2, "6c5d8bf6f1fbaf0783ff94ca5cee0afc7da8edec605619bcfaa875adb42e71f6"),
+    "relation": (1, "2cc13c70e4a78f62a76c21902514d295a24f277393b37cf0fafc75d21491f0f5"),
 }
 
 
@@ -300,6 +312,7 @@ def test_a_watermark_removed_by_another_process_does_not_fail_the_index(
     """Two versions running side by side: while this indexer clears a stage, one of a newer
     version removes the stage's watermark row. The index reads that stage from the first
     record instead of failing the search that runs it."""
+    monkeypatch.setattr(retrieval, "_INDEX_STAGES", FIRST_VERSIONS)
     any_store.add(SCOPE, RecordDraft(text="My sister Ana moved to Porto."))
     assert retrieval.index_entities(any_store, SCOPE) == 1
 
@@ -367,3 +380,41 @@ def test_deleting_a_record_finds_its_names_by_record_id(tmp_path: Path) -> None:
             )
             details = [str(row["detail"]) for row in plan]
             assert any(f"{table}_record" in d for d in details), details
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("My friend Will works as a carpenter.", ["will"]),
+        ("What does Will do for work?", ["will"]),
+        ("Ask Don, he knows.", ["ask", "don"]),
+        ("Will you come on Friday?", ["friday"]),
+        ("Hi. Will is here.", []),
+        ('"Will it rain?" she asked.', []),
+        ("I will go, and I don't mind.", []),
+    ],
+)
+def test_a_name_that_is_also_a_function_word_is_a_name_inside_a_sentence(
+    text: str, names: list[str]
+) -> None:
+    assert sorted(retrieval.extract_entities(text)) == names
+
+
+@pytest.mark.anyio
+async def test_a_question_about_will_finds_will(any_store: Store) -> None:
+    """ "will" is a function word, so the lexical stage drops it; the entity stage reads the
+    name inside the question and finds the record that names Will, ahead of the ones that
+    only share "work"."""
+    from retold import HybridRetriever, RetrievalConfig
+
+    for text in (
+        "Work has been busy but fine.",
+        "I will finish the report for work tomorrow.",
+        "What do you do for work these days?",
+        "My friend Will works as a carpenter in Leeds.",
+        "We may go hiking at the weekend.",
+    ):
+        any_store.add(SCOPE, RecordDraft(text=text, speaker="Ana", session_id="s1"))
+    retriever = HybridRetriever(any_store, config=RetrievalConfig(dense=False, session_window=0))
+    result = await retriever.search(SCOPE, "What does Will do for work?", limit=3)
+    assert result.candidates[0].record.text.startswith("My friend Will")
