@@ -1056,7 +1056,7 @@ class HybridRetriever:
         """
         # The query's words, and a name that is also a function word ("What does Will do?").
         words = {w.lower() for w in _WORD.findall(query)}
-        names = sorted(words - _STOPWORDS | extract_entities(query))
+        names = sorted((words - _STOPWORDS) | extract_entities(query))
         if not names:
             return []
         marks = ", ".join("?" for _ in names)
