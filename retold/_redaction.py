@@ -278,6 +278,11 @@ def _scan(view: str) -> list[tuple[int, int, str]]:
     return found
 
 
+#: Passes :meth:`Redactor.redact` makes at most; each later pass runs only when the one
+#: before it redacted something.
+_REDACT_PASSES = 4
+
+
 def _non_overlapping(found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Keep each span unless it overlaps one kept before it (detector order wins).
 
@@ -378,7 +383,22 @@ class Redactor:
         return f"{family}-{digest[:12]}"
 
     def redact(self, text: str) -> str:
-        """Return ``text`` with every detected secret replaced. Linear in ``len(text)``."""
+        """Return ``text`` with every detected secret replaced. Linear in ``len(text)``.
+
+        The result is redacted again until nothing more is found (at most
+        :data:`_REDACT_PASSES` passes): a placeholder can open a word boundary the text did
+        not have, so a key that ran on from a redacted one ("AIza...sk-...") is found only
+        once its neighbour is gone. Redacting the output again then changes nothing.
+        """
+        out = self._redact_once(text)
+        for _ in range(_REDACT_PASSES - 1):
+            if out is text:
+                break
+            text, out = out, self._redact_once(out)
+        return out
+
+    def _redact_once(self, text: str) -> str:
+        """One pass of :meth:`redact`; returns ``text`` itself when it holds no secret."""
         if not text or text in self._clean:
             return text
         view, index = _normalise(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,20 @@ def test_every_planted_secret_passes_the_anchor_check_and_plain_text_skips_it() 
         assert _may_hold_secret(normalise(text)), family
     for plain in ("d3f1c0ffee", "2026-12-02T08:30:00+00:00", '["r1", "r2"]', "regenerated"):
         assert not _may_hold_secret(plain)
+
+
+@pytest.mark.parametrize("repeats", [9, 10, 57, 300])
+def test_a_key_that_runs_on_from_a_redacted_one_is_redacted_in_the_same_call(
+    repeats: int,
+) -> None:
+    """In "AIzask-AIzask-..." every "sk-" follows a letter, so no sk- key starts there; once
+    the Google key before it is replaced, the placeholder opens a boundary and the rest is
+    a key. redact finds it in the same call, so redacting its output changes nothing."""
+    r = Redactor(b"k" * 32)
+    text = "config api_key=Zx9Qw8Er7Ty6Ui5O \n" + "AIzask-" * repeats
+    out = r.redact(text)
+    assert "Zx9Qw8Er7Ty6Ui5O" not in out and "[REDACTED:google_api_key-" in out
+    assert r.redact(out) == out
+    # What is left in clear is too short to be any key.
+    clear = re.split(r"\[REDACTED:[^\]]*\]", out)[1:]
+    assert clear and max(len(part) for part in clear) < 20
