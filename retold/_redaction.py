@@ -388,7 +388,9 @@ class Redactor:
         The result is redacted again until nothing more is found (at most
         :data:`_REDACT_PASSES` passes): a placeholder can open a word boundary the text did
         not have, so a key that ran on from a redacted one ("AIza...sk-...") is found only
-        once its neighbour is gone. Redacting the output again then changes nothing.
+        once its neighbour is gone. A text with no secret costs one pass; one with secrets
+        costs one more over the output. The output is a fixed point unless keys run on from
+        each other in a chain longer than the passes.
         """
         out = self._redact_once(text)
         for _ in range(_REDACT_PASSES - 1):
