@@ -279,7 +279,8 @@ def _scan(view: str) -> list[tuple[int, int, str]]:
 
 
 #: Passes :meth:`Redactor.redact` makes at most; each later pass runs only when the one
-#: before it redacted something.
+#: before it redacted something (over random chains of every detector's anchors, two
+#: passes always reached a text that a further pass leaves unchanged).
 _REDACT_PASSES = 4
 
 
@@ -302,12 +303,35 @@ def _non_overlapping(found: list[tuple[int, int, str]]) -> list[tuple[int, int, 
     return kept
 
 
+#: Characters a key's token runs on with (letters, digits and the joiners keys use).
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-/+]")
+
+
+def _secret_spans(view: str) -> list[tuple[int, int, str]]:
+    """The secrets in ``view``: disjoint spans, each running on to the end of its token.
+
+    A detector that stops inside a token ("AIza" and exactly 35 characters, with more
+    glued on) would leave the rest of the token in clear, where a placeholder's edge can
+    open a word boundary the text did not have and make the rest a key of its own
+    ("AIza...sk-..."). The whole token goes instead. Linear: spans are disjoint and
+    sorted, and a span that the one before it grew over is dropped.
+    """
+    out: list[tuple[int, int, str]] = []
+    for start, end, family in _non_overlapping(_candidate_spans(view)):
+        if out and start < out[-1][1]:
+            continue
+        while end < len(view) and _TOKEN_CHAR.match(view, end):
+            end += 1
+        out.append((start, end, family))
+    return out
+
+
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
     """Spans ``(start, end, family)`` of the secrets in ``text`` (source indices), in order."""
     if not text:
         return []
     view, index = _normalise(text)
-    spans = _non_overlapping(_candidate_spans(view))
+    spans = _secret_spans(view)
     if index is None:
         return spans
     starts, ends = index
@@ -386,11 +410,11 @@ class Redactor:
         """Return ``text`` with every detected secret replaced. Linear in ``len(text)``.
 
         The result is redacted again until nothing more is found (at most
-        :data:`_REDACT_PASSES` passes): a placeholder can open a word boundary the text did
-        not have, so a key that ran on from a redacted one ("AIza...sk-...") is found only
-        once its neighbour is gone. A text with no secret costs one pass; one with secrets
-        costs one more over the output. The output is a fixed point unless keys run on from
-        each other in a chain longer than the passes.
+        :data:`_REDACT_PASSES` passes): where two detectors' spans overlap, the one that
+        loses ("token=" and a URL holding a password) is found once the winner is
+        replaced. A text with no secret costs one pass; one with secrets costs one more
+        over the output. Keys glued to more token characters are redacted to the end of
+        the token (:func:`_secret_spans`), so no placeholder edge starts a new key.
         """
         out = self._redact_once(text)
         for _ in range(_REDACT_PASSES - 1):
@@ -404,7 +428,7 @@ class Redactor:
         if not text or text in self._clean:
             return text
         view, index = _normalise(text)
-        spans = _non_overlapping(_candidate_spans(view))
+        spans = _secret_spans(view)
         if not spans:
             if len(text) <= _CLEAN_MAX_CHARS:
                 if len(self._clean) >= _CLEAN_MAX_ENTRIES:

@@ -329,3 +329,26 @@ def test_a_key_that_runs_on_from_a_redacted_one_is_redacted_in_the_same_call(
     # What is left in clear is too short to be any key.
     clear = re.split(r"\[REDACTED:[^\]]*\]", out)[1:]
     assert clear and max(len(part) for part in clear) < 20
+
+
+def test_a_key_with_more_token_glued_on_is_redacted_to_the_token_end() -> None:
+    """Google keys are "AIza" and exactly 35 characters. In a run of them glued together
+    the next "AIza" follows a letter, so it is no key until its neighbour is replaced: the
+    whole token is one secret, in one pass, and what follows it stays."""
+    r = Redactor(b"k" * 32)
+    text = "key " + "AIzaxxxxxAIza" * 16 + " and the rest."
+    out = r.redact(text)
+    assert out.startswith("key [REDACTED:google_api_key-") and out.endswith("] and the rest.")
+    assert out.count("[REDACTED:") == 1
+    assert r.redact(out) == out
+    (span,) = find_secrets(text)
+    assert text[span[0] : span[1]] == "AIzaxxxxxAIza" * 16
+
+
+def test_a_secret_a_longer_span_hid_is_redacted_in_the_same_call() -> None:
+    """ "token=..." overlaps the URL password before it, so the URL's password wins the
+    first pass; the assignment after it is found once the password is replaced."""
+    r = Redactor(b"k" * 32)
+    out = r.redact("xoxb-token=https://u:p@ xoxb-token=https://u:p@ ")
+    assert r.redact(out) == out
+    assert "[REDACTED:assigned_secret-" in out
