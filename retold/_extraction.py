@@ -70,6 +70,7 @@ from ._lexicon import (
     RELATIONS,
     TURKISH_REPLY_VERB,
     WEEKDAY_NAMES,
+    noun_singular,
 )
 from ._records import (
     SEMANTIC_KINDS,
@@ -991,19 +992,8 @@ def _corrected(attribute: str, text: str) -> list[str]:
     key, _, item = attribute.partition("/")
     if _slug(key) != "allergy" or not item:
         return []
-    found = (_singular(m.group(1).lower()) for m in _CORRECTED.finditer(text))
+    found = (noun_singular(m.group(1).lower()) for m in _CORRECTED.finditer(text))
     return [f"{key}/{word}" for word in found if word != item and word not in FUNCTION_WORDS]
-
-
-def _singular(word: str) -> str:
-    """A plural noun's singular, by its ending (peanuts -> peanut, berries -> berry)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("sses", "shes", "ches", "xes", "oes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def _named_item(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
@@ -1013,7 +1003,7 @@ def _named_item(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
         for m in pattern.finditer(text):
             word = m.group(1).lower()
             if word not in FUNCTION_WORDS and word not in _NO_ITEM:
-                return _singular(word)
+                return noun_singular(word)
     return None
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "WEEKDAY_NAMES",
     "WORD_CHAR",
     "introductions",
+    "noun_singular",
     "singular",
 ]
 
@@ -131,6 +132,18 @@ _LIST_BEFORE = re.compile(
     r"(?:\s+and\s+|\s*&\s*)$"
 )
 _LIST_REACH = 160
+
+
+def noun_singular(word: str) -> str:
+    """A plural noun's singular, by its ending (peanuts -> peanut, berries -> berry); a
+    word that does not read as a plural is returned as it is (boss, bus, this)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "oes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
 
 
 def singular(relation: str) -> str:

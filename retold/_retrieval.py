@@ -65,6 +65,7 @@ from ._lexicon import (
     NOT_A_NAME,
     RELATIONS,
     WEEKDAY_NAMES,
+    noun_singular,
     singular,
 )
 from ._records import Activation, Candidate, LifecycleState, Principal, RecordKind
@@ -405,13 +406,11 @@ _AUXILIARIES = frozenset(
 
 
 def _plural(word: str) -> bool:
-    """Whether ``word`` (lower-case) reads as a plural noun: children, people, or an "s"
-    ending that is not "ss", "us", "is" or a possessive."""
+    """Whether ``word`` (lower-case) reads as a plural noun: children, people, or a word of
+    four letters or more that :func:`noun_singular` shortens, not a possessive."""
     if word in ("children", "people"):
         return True
-    return (
-        len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "'s", "’s"))
-    )
+    return len(word) > 3 and not word.endswith(("'s", "’s")) and noun_singular(word) != word
 
 
 def _asks_several(query: str) -> bool:
