@@ -8,7 +8,8 @@ near-duplicate folded into a surviving record counts as handed on, since its tex
 No model is called at query time; the clock starts at the search and ends after the path's
 last step (packing, or the merge of the gap lists). In the store the benchmark makes itself
 (no ``--db``, or a fresh PostgreSQL schema) record ids are sequential, so two runs over the
-same data give the same result.
+same data give the same bytes. Ranking never breaks ties by id (equal scores go newest first),
+so the figures are those a store drawing random ids gets.
 
 Paths (``--path``):
 
@@ -429,8 +430,8 @@ def _main(args: argparse.Namespace) -> int:
     if budget <= 0 or candidates <= 0:
         raise InvalidInputError("budget", "--budget and --candidates must be > 0")
     misses: list[dict[str, Any]] = []
-    # Sequential record ids in a store made here: ranking breaks ties by id, so random ids
-    # would make two runs over the same data differ.
+    # Sequential record ids in a store made here, so two runs give the same bytes: ranking
+    # does not break ties by id, but the packer and the stages' row limits do at their edges.
     ids = (f"r{n:012d}" for n in itertools.count(1))
     with scratch_store(args.db, "evidence.db", id_factory=lambda: next(ids)) as opened:
         store = cast(SQLiteStore, opened)  # components take the Store protocol's subset

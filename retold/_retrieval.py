@@ -256,7 +256,9 @@ class RetrievalConfig(BaseModel):
         default=30.0, gt=0.0, description="Half-life of the recency boost, in days."
     )
     event_time_tie_break: bool = Field(
-        default=True, description="Equal scores order by event time, newest first, then by id."
+        default=True,
+        description="Equal scores order by event time, newest first, then by write order "
+        "(never by id).",
     )
     include_superseded: bool = Field(
         default=False, description="Also return superseded records (packed with a tag)."
@@ -581,7 +583,7 @@ class RetrievalResult(BaseModel):
     """What one search found, with the provenance the audit log and bundle need.
 
     Attributes:
-        candidates: best first, ties by event time (when configured) then id.
+        candidates: best first, ties newest first (event time when configured, then write order).
         folded: surviving record id -> ids of identical or near-identical records folded into it.
         stage_counts: how many rows each stage returned.
         timings_ms: wall time of each stage.
@@ -916,11 +918,11 @@ class HybridRetriever:
             found_by.append((path, {rid for rid, _ in ranked}))
             if cfg.fusion == "rrf":
                 # The plain loop of the hot default: weight / (rrf_k + rank), rank from 1.
-                for rank, (rid, _) in enumerate(ranked, start=cfg.rrf_k + 1):
-                    base[rid] = base.get(rid, 0.0) + weight / rank
+                for rid, _, rank in _shared_ranks(ranked):
+                    base[rid] = base.get(rid, 0.0) + weight / (cfg.rrf_k + rank)
                 continue
             top = max((s for _, s in ranked), default=0.0)
-            for rank, (rid, raw) in enumerate(ranked, start=1):
+            for rid, raw, rank in _shared_ranks(ranked):
                 rrf = weight / (cfg.rrf_k + rank)
                 rel = raw / top if top > 0 else 0.0
                 if cfg.fusion == "weighted":
@@ -1158,8 +1160,9 @@ class HybridRetriever:
             for rid, score in self._entity(scope, " ".join(sorted(names)), stats)
             if rid not in intros
         ]
-        # The introductions lead, at the best score of the records naming the people.
-        top = max((score for _, score in named), default=1.0)
+        # The introductions lead, just above the best score of the records naming the people
+        # (strictly above: equal scores would share a rank in fusion).
+        top = math.nextafter(max((score for _, score in named), default=1.0), math.inf)
         return [(rid, top) for rid in intros] + named
 
     def _introductions(
@@ -1356,13 +1359,16 @@ class HybridRetriever:
                 f"reranker {self.reranker.model_id!r} returned {len(scores)} scores "
                 f"for {len(head)} texts; it must return one per text"
             )
-        # Reranked items keep the fused score scale: they take the head's scores in new order.
+        # Reranked items keep the fused score scale: they take the head's scores in new order
+        # (equal reranker scores keep the fused order), each strictly below the one before,
+        # so that equal fused scores cannot hand the order back to the tie-break.
         fused = sorted((h.score for h in head), reverse=True)
-        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].id))
+        order = sorted(range(len(head)), key=lambda i: -scores[i])
+        above = math.inf
         for slot, i in enumerate(order):
-            head[i].score = fused[slot]
+            head[i].score = above = min(fused[slot], math.nextafter(above, -math.inf))
             head[i].paths.add("rerank")
-        return self._sort(head) + tail
+        return [head[i] for i in order] + tail
 
     def _expand_sessions(
         self, scope: Principal, now: datetime, hits: list[_Hit], limit: int, lift: float = 1.0
@@ -1579,12 +1585,34 @@ class HybridRetriever:
         return picked
 
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:
+        """Best first; equal scores newest first (event time when ``event_time_tie_break``,
+        then write order), never by id: the order must not depend on how ids were drawn."""
+        by_write = sorted(hits, key=lambda h: -int(h.row["rowid"]))
         if self.config.event_time_tie_break:
-            # Newest first on ties: two sorts, as ISO text cannot be negated.
-            by_id = sorted(hits, key=lambda h: h.id)
-            by_time = sorted(by_id, key=lambda h: h.when, reverse=True)
-            return sorted(by_time, key=lambda h: -h.score)
-        return sorted(hits, key=lambda h: (-h.score, h.id))
+            # Two sorts, as ISO text cannot be negated.
+            by_write = sorted(by_write, key=lambda h: h.when, reverse=True)
+        return sorted(by_write, key=lambda h: -h.score)
+
+
+def _shared_ranks(ranked: Sequence[tuple[str, float]]) -> list[tuple[str, float, float]]:
+    """(id, raw score, rank from 1) for each entry of a stage's best-first list.
+
+    Entries with equal raw scores share one rank, the mean of the places they fill: a
+    stage that cannot tell records apart (every record naming the one name asked about,
+    two copies of a text) gives each the same share in fusion, whatever order the store
+    listed them in. Plain ranks would hand the ids the store happened to draw a ranking.
+    """
+    out: list[tuple[str, float, float]] = []
+    start, n = 0, len(ranked)
+    while start < n:
+        raw = ranked[start][1]
+        end = start + 1
+        while end < n and ranked[end][1] == raw:
+            end += 1
+        rank = (start + 1 + end) / 2  # the mean of places start + 1 .. end
+        out.extend((rid, score, rank) for rid, score in ranked[start:end])
+        start = end
+    return out
 
 
 def _same_frame(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -233,20 +233,19 @@ def test_bench_evidence_breaks_ties_the_same_way_every_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Twelve turns that score alike (one word apart, so none folds), one per session on one
-    date: which eight reach the cap is decided by record id, and the benchmark's ids are
-    sequential, so the first eight written do, in every run (with random ids the first
-    eight got through 1 run in 495)."""
+    date: which eight reach the cap is decided by write order, newest first, so the last
+    eight written do, in every run (ranking never breaks ties by record id)."""
     conversation: dict[str, object] = {"speaker_a": "Ana", "speaker_b": "Ben"}
     for k in range(1, 13):
         conversation[f"session_{k}_date_time"] = "1:00 pm on 8 May, 2023"
         conversation[f"session_{k}"] = [
             {"speaker": "Ben", "dia_id": f"D{k}:1", "text": f"Ana waved at the bakery, table {k}."}
         ]
-    first_eight = [f"D{k}:1" for k in range(1, 9)]
+    last_eight = [f"D{k}:1" for k in range(5, 13)]
     qa = [
-        {"question": "Who waved at the bakery?", "answer": "Ana", "evidence": first_eight,
+        {"question": "Who waved at the bakery?", "answer": "Ana", "evidence": last_eight,
          "category": 4},
-        {"question": "Who waved at the bakery?", "answer": "Ana", "evidence": ["D9:1"],
+        {"question": "Who waved at the bakery?", "answer": "Ana", "evidence": ["D4:1"],
          "category": 4},
     ]  # fmt: skip
     data = tmp_path / "ties.json"
@@ -256,4 +255,4 @@ def test_bench_evidence_breaks_ties_the_same_way_every_run(
     for _ in range(2):
         report = run_json(argv, capsys)
         assert report["all_evidence_packed"] == 1
-        assert [m["missing"] for m in report["misses"]] == [["D9:1"]]  # type: ignore[union-attr]
+        assert [m["missing"] for m in report["misses"]] == [["D4:1"]]  # type: ignore[union-attr]

@@ -435,10 +435,11 @@ async def test_entity_stage_reads_the_rarest_names_while_their_postings_fit(
     got = await HybridRetriever(store, config=wide).search(alice, "ngozi tobiah", limit=20)
     ids = [c.record.id for c in got.candidates]
     assert ids[0] == both and set(ids) == {both, rare, *common}
-    # One name alone: the first entity_limit of its records in id order, scope kept.
+    # One name alone: the first entity_limit of its records in id order, scope kept. They
+    # tie, so they come newest written first (the counter ids rise with write order).
     alone = cfg.model_copy(update={"entity_limit": 4})
     got = await HybridRetriever(store, config=alone).search(alice, "tobiah", limit=20)
-    assert [c.record.id for c in got.candidates] == sorted([both, *common])[:4]
+    assert [c.record.id for c in got.candidates] == sorted([both, *common])[:4][::-1]
 
 
 async def test_speaker_only_matches_rank_below_topic_matches(

@@ -25,12 +25,13 @@ SCOPE = Principal(tenant="t", principal="chat")
 TURNS = [
     ("Mei", "I had lunch with my brother Luis on Sunday."),
     ("Tomas", "My brother Omar says hi, by the way!"),
-    *[("Mei", f"Work has been hectic again, week {k}.") for k in range(12)],
     *[("Tomas", f"My work shift changed again, week {k}.") for k in range(12)],
     ("Mei", "I might be moving to a bigger flat next year."),
     ("Tomas", "Omar got hired as a bus driver, finally!"),
     ("Mei", "Luis just started working as a paramedic."),
     ("Mei", "Luis is moving to Bergen next month."),
+    # Later turns that match "work" as well as Luis's job does (equal scores go newest first).
+    *[("Mei", f"Work has been hectic again, week {k}.") for k in range(12)],
     *[("Mei", f"Work wants me to travel more, trip {k}.") for k in range(8)],
 ]
 

@@ -3,6 +3,7 @@ lost), but each copy gives way to a record that says something new (``repeat_dec
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -74,8 +75,12 @@ async def test_a_short_list_is_the_head_of_a_long_one(any_store: Store, decay: f
         assert await ranked(any_store, config, limit) == full[:limit]
 
 
+_ROWIDS = itertools.count(1)
+
+
 def _hit(rid: str, speaker: str, day: int, score: float) -> _Hit:
     row = {
+        "rowid": next(_ROWIDS),
         "id": rid,
         "text": REPEATED,
         "speaker": speaker,

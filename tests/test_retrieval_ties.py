@@ -1,0 +1,100 @@
+"""Ranking never depends on the ids a store draws for its records.
+
+A stage that cannot tell records apart (every record naming the one name asked about; texts
+that score the same) gives them one shared rank in fusion, and equal fused scores order
+newest first by event time, then by write order. Before, both fell back to the record id:
+a store drawing random ids (the default) ranked the same conversation differently each
+time it was written, and a benchmark with sequential ids measured a luckier order than
+production gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import pytest
+
+from retold import Principal, RecordDraft, Store
+from retold._retrieval import HybridRetriever, RetrievalConfig, _shared_ranks
+from tests.conftest import STORE_KINDS, FixedClock, fresh_pg_schema, make_store
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = Principal(tenant="t", principal="chat")
+
+# Five turns that BM25 scores alike for "Luis" (same length, one mention each) and that the
+# entity stage ties (one name), then turns that are about something else.
+TEXTS = [
+    "Luis bought a red bike yesterday",
+    "Luis sold his blue car today",
+    "Luis painted the old fence green",
+    "Luis cooked a big paella again",
+    "Luis fixed the broken kitchen tap",
+    "The weather was lovely in the park",
+    "We watched a film about whales",
+]
+
+
+def test_equal_scores_share_the_mean_of_their_places() -> None:
+    ranked = [("a", 3.0), ("b", 2.0), ("c", 2.0), ("d", 2.0), ("e", 1.0), ("f", 1.0)]
+    assert _shared_ranks(ranked) == [
+        ("a", 3.0, 1.0),
+        ("b", 2.0, 3.0),
+        ("c", 2.0, 3.0),
+        ("d", 2.0, 3.0),
+        ("e", 1.0, 5.5),
+        ("f", 1.0, 5.5),
+    ]
+    assert _shared_ranks([("x", 1.0), ("y", 0.5)]) == [("x", 1.0, 1.0), ("y", 0.5, 2.0)]
+    assert _shared_ranks([]) == []
+
+
+def ids(first: int, step: int) -> Callable[[], str]:
+    """Ids counting up (step 1) or down (step -1) as records are written."""
+    state = {"n": first}
+
+    def draw() -> str:
+        n = state["n"]
+        state["n"] += step
+        return f"r{n:06d}"
+
+    return draw
+
+
+@contextmanager
+def opened(kind: str, path: Path, clock: FixedClock, draw: Callable[[], str]) -> Iterator[Store]:
+    with fresh_pg_schema() if kind == "postgresql" else nullcontext() as schema:
+        path.mkdir()
+        store = make_store(kind, path, schema, clock=clock, id_factory=draw)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+async def ranked_texts(store: Store, query: str, config: RetrievalConfig) -> list[str]:
+    for text in TEXTS:
+        store.add(SCOPE, RecordDraft(text=text))
+    result = await HybridRetriever(store, config=config).search(SCOPE, query, limit=10)
+    return [c.record.text for c in result.candidates]
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize(
+    "config",
+    [RetrievalConfig(), RetrievalConfig(event_time_tie_break=False)],
+    ids=["event-time-ties", "write-order-ties"],
+)
+async def test_the_same_conversation_ranks_the_same_whatever_its_ids(
+    kind: str, config: RetrievalConfig, tmp_path: Path, clock: FixedClock
+) -> None:
+    """Written once with ids counting up and once counting down (one clock: every record
+    has the same time), the ranking is the same, the tied turns newest written first."""
+    with opened(kind, tmp_path / "up", clock, ids(1, 1)) as up:
+        rising = await ranked_texts(up, "What has Luis been up to?", config)
+    with opened(kind, tmp_path / "down", clock, ids(999_999, -1)) as down:
+        falling = await ranked_texts(down, "What has Luis been up to?", config)
+    assert rising == falling
+    assert rising[:5] == TEXTS[4::-1]
