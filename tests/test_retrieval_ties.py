@@ -10,7 +10,7 @@ production gets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -27,7 +27,7 @@ SCOPE = Principal(tenant="t", principal="chat")
 # Five turns that BM25 scores alike for "Luis" (same length, one mention each) and that the
 # entity stage ties (one name), then turns that are about something else.
 TEXTS = [
-    "Luis bought a red bike yesterday",
+    "Luis bought a cheap bike yesterday",
     "Luis sold his blue car today",
     "Luis painted the old fence green",
     "Luis cooked a big paella again",
@@ -98,3 +98,41 @@ async def test_the_same_conversation_ranks_the_same_whatever_its_ids(
         falling = await ranked_texts(down, "What has Luis been up to?", config)
     assert rising == falling
     assert rising[:5] == TEXTS[4::-1]
+
+
+class ByLength:
+    """Test reranker: longer texts score higher; ``flat`` scores every text alike."""
+
+    def __init__(self, flat: bool = False) -> None:
+        self.flat = flat
+
+    @property
+    def model_id(self) -> str:
+        return "test-length"
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [0.0 if self.flat else float(len(t)) for t in texts]
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_reranker_orders_records_that_fusion_tied(
+    kind: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    """The five Luis turns tie after fusion. The reranker's order is the result's, not
+    handed back to the tie-break; a reranker that scores them alike keeps fusion's order."""
+    config = RetrievalConfig(rerank=True, rerank_top_n=5, session_window=0)
+    query = "What has Luis been up to?"
+    with opened(kind, tmp_path / "s", clock, ids(1, 1)) as store:
+        for text in TEXTS:
+            store.add(SCOPE, RecordDraft(text=text))
+        fused = HybridRetriever(store, config=config.model_copy(update={"rerank": False}))
+        plain = [c.record.text for c in (await fused.search(SCOPE, query, limit=5)).candidates]
+        for reranker, expected in (
+            (ByLength(), sorted(TEXTS[:5], key=len, reverse=True)),
+            (ByLength(flat=True), plain),
+        ):
+            retriever = HybridRetriever(store, config=config, reranker=reranker)
+            got = (await retriever.search(SCOPE, query, limit=5)).candidates
+            assert [c.record.text for c in got] == expected
+            assert all("rerank" in c.paths for c in got)
+            assert [c.score for c in got] == sorted((c.score for c in got), reverse=True)
