@@ -10,6 +10,7 @@ production gets.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -53,14 +54,8 @@ def test_equal_scores_share_the_mean_of_their_places() -> None:
 
 def ids(first: int, step: int) -> Callable[[], str]:
     """Ids counting up (step 1) or down (step -1) as records are written."""
-    state = {"n": first}
-
-    def draw() -> str:
-        n = state["n"]
-        state["n"] += step
-        return f"r{n:06d}"
-
-    return draw
+    counter = itertools.count(first, step)
+    return lambda: f"r{next(counter):06d}"
 
 
 @contextmanager
