@@ -148,8 +148,9 @@ class RetrievalSQL:
     ) -> list[tuple[str, float]]:
         """``(record id, BM25 score)`` of records matching any of ``terms``, best first.
 
-        ``where``/``params`` filter alias ``r`` (records) and must include the scope. Ties
-        are broken by id. Scores are FTS5's ``bm25()`` negated (higher is better).
+        ``where``/``params`` filter alias ``r`` (records) and must include the scope. Equal
+        scores go newest written first (never by id, so the ``limit`` keeps the same records
+        whatever ids the store drew). Scores are FTS5's ``bm25()`` negated (higher is better).
         ``newest``: score only the newest that many matches in scope (FTS5 walks postings
         newest first and stops there), for a query made only of common words.
         ``scoped``: AND the scope's own token in the index (a store shared with other
@@ -164,7 +165,7 @@ class RetrievalSQL:
             rows = store.query_tuples(
                 f"SELECT r.id, -{BM25} AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.id LIMIT ?",
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY score DESC, r.rowid DESC LIMIT ?",
                 [match, *params, limit],
             )
         else:
@@ -177,10 +178,10 @@ class RetrievalSQL:
                 span = f"AND records_fts.rowid BETWEEN {bound.format('min')} AND {bound.format('max')} "
                 span_params = [scope.tenant, scope.principal] * 2
             rows = store.query_tuples(
-                f"SELECT id, score FROM (SELECT r.id AS id, -{BM25} AS score "
+                f"SELECT id, score FROM (SELECT r.id AS id, r.rowid AS seq, -{BM25} AS score "
                 "FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
                 f"WHERE records_fts MATCH ? {span}AND {where} ORDER BY records_fts.rowid DESC "
-                "LIMIT ?) ORDER BY score DESC, id LIMIT ?",
+                "LIMIT ?) ORDER BY score DESC, seq DESC LIMIT ?",
                 [match, *span_params, *params, newest, limit],
             )
         return [(str(rid), float(score)) for rid, score in rows]

@@ -1514,7 +1514,8 @@ class SQLiteStore(_SharedStoreOps):
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
-        """BM25 full-text search over live records in ``scope``; best first, ties by id.
+        """BM25 full-text search over live records in ``scope``; best first, equal scores
+        newest written first.
 
         Scores are FTS5 ``bm25()`` negated, so higher is better.
         """
@@ -1528,7 +1529,7 @@ class SQLiteStore(_SharedStoreOps):
             "WHERE records_fts MATCH ? AND r.tenant = ? AND r.principal = ? "
             "AND r.lifecycle = 'active' AND r.superseded_by IS NULL "
             "AND (r.expires_at IS NULL OR r.expires_at > ?) "
-            "ORDER BY score DESC, r.id LIMIT ?",
+            "ORDER BY score DESC, r.rowid DESC LIMIT ?",
             [scoped_match(scope, match), scope.tenant, scope.principal, iso(self._clock()), limit],
         )
         return [(_row_to_record(row), float(row["score"])) for row in rows]

@@ -850,7 +850,7 @@ class PostgresStore(_SharedStoreOps):
         keeps them (:meth:`_lexical_stats`, maintained incrementally), a word's document
         frequency n over the rows the filter lets through (FTS5 also counts superseded and
         expired rows). ``where`` and ``params`` filter alias ``r`` and must include the
-        scope. Ties by id.
+        scope. Equal scores go newest written first (never by id).
 
         ``newest``: for a query made only of common words (whose matches are a large share
         of the scope), score only the newest that many matching rows among the scope's
@@ -880,9 +880,9 @@ class PostgresStore(_SharedStoreOps):
                 SELECT array_agg(DISTINCT lexeme) AS lexemes, {_ANY_STEM} AS tq
                 FROM {_STEMS_OF}
             ),
-            hit AS (SELECT r.id, r.text_len, r.text_tsv FROM {hit}),
+            hit AS (SELECT r.rowid, r.id, r.text_len, r.text_tsv FROM {hit}),
             tf AS MATERIALIZED (
-                SELECT h.id, h.text_len::float8 AS dl, u.lexeme,
+                SELECT h.rowid, h.id, h.text_len::float8 AS dl, u.lexeme,
                        COALESCE(array_length(u.positions, 1), 1)::float8 AS n
                 FROM hit h, q,
                      unnest(ts_filter(setweight(h.text_tsv, 'A', q.lexemes), '{{a}}')) u
@@ -895,7 +895,7 @@ class PostgresStore(_SharedStoreOps):
             SELECT tf.id, SUM(idf.w * tf.n * ?::float8 / (tf.n + ?::float8 + ?::float8 * tf.dl))
                 AS score
             FROM tf JOIN idf ON idf.lexeme = tf.lexeme
-            GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT ?
+            GROUP BY tf.rowid, tf.id ORDER BY score DESC, tf.rowid DESC LIMIT ?
         """
         k1, b = _BM25_K1, _BM25_B
         rows = self.query_tuples(
@@ -915,7 +915,8 @@ class PostgresStore(_SharedStoreOps):
     def search(
         self, scope: Principal, query: str, *, limit: int = 20
     ) -> list[tuple[Record, float]]:
-        """BM25 full-text search over live records in ``scope``; best first, ties by id.
+        """BM25 full-text search over live records in ``scope``; best first, equal scores
+        newest written first.
 
         Scored by :meth:`bm25`.
         """

@@ -95,6 +95,28 @@ async def test_the_same_conversation_ranks_the_same_whatever_its_ids(
     assert rising[:5] == TEXTS[4::-1]
 
 
+@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize("common", [False, True], ids=["selective", "all-common"])
+async def test_the_lexical_limit_keeps_the_newest_of_equal_scores(
+    kind: str, common: bool, tmp_path: Path, clock: FixedClock
+) -> None:
+    """BM25 scores the five Luis turns alike; a lexical stage that keeps two keeps the two
+    written last, whether the store's ids count up or down, and also when every query word
+    is common (the bounded read of the newest postings)."""
+    config = RetrievalConfig(
+        lexical_limit=2,
+        entity=False,
+        relation_path=False,
+        session_window=0,
+        lexical_common_postings=4 if common else 2048,
+    )
+    kept = []
+    for name, draw in (("up", ids(1, 1)), ("down", ids(999_999, -1))):
+        with opened(kind, tmp_path / name, clock, draw) as store:
+            kept.append(await ranked_texts(store, "Luis", config))
+    assert kept[0] == kept[1] == [TEXTS[4], TEXTS[3]]
+
+
 class ByLength:
     """Test reranker: longer texts score higher; ``flat`` scores every text alike."""
 
