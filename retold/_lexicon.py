@@ -58,7 +58,6 @@ __all__ = [
     "WORD_CHAR",
     "introductions",
     "noun_singular",
-    "singular",
 ]
 
 # Function words that carry no topic (retrieval drops them from a query, so FTS5 does not
@@ -146,13 +145,6 @@ def noun_singular(word: str) -> str:
     return word
 
 
-def singular(relation: str) -> str:
-    """A relation word lower-cased, without a plural "s" ("kids" -> "kid"; "boss" keeps
-    its own)."""
-    word = relation.lower()
-    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
-
-
 def introductions(text: str) -> list[tuple[str, str, bool]]:
     """Each person ``text`` introduces by relation (:data:`PERSON_INTRODUCED`), in order, as
     (name, relation lower-cased, the speaker's own): own for "my" and "our", not for "your"
@@ -168,7 +160,7 @@ def introductions(text: str) -> list[tuple[str, str, bool]]:
         relation = (m.group("rel1") or m.group("rel2")).lower()
         own = (m.group("whose1") or m.group("whose2")).lower() != "your"
         # A plural relation ("kids", "in-laws", "children", not "boss") names them all.
-        plural = singular(relation) != relation or relation.endswith("children")
+        plural = noun_singular(relation) != relation or relation.endswith("children")
         if m.group("name1"):
             names = [m.group("name1")]
             if m.group("more1") and plural:

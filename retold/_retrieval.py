@@ -66,7 +66,6 @@ from ._lexicon import (
     RELATIONS,
     WEEKDAY_NAMES,
     noun_singular,
-    singular,
 )
 from ._records import Activation, Candidate, LifecycleState, Principal, RecordKind
 from ._retrieval_index import (
@@ -458,7 +457,7 @@ def _lexical_plan(terms: Sequence[str], common: frozenset[str]) -> tuple[tuple[s
 
 def relation_tie(relation: str) -> frozenset[str]:
     """The relation words that name the same tie as ``relation``, singular and lower-cased."""
-    word = singular(relation)
+    word = noun_singular(relation.lower())
     return next((tie for tie in _SAME_TIE if word in tie), frozenset({word}))
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ._deadline import check_deadline
 from ._lexicon import FUNCTION_WORDS as _STOPWORDS
-from ._lexicon import introductions, singular
+from ._lexicon import introductions, noun_singular
 from ._records import Principal
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
 from ._store import SQLiteStore
@@ -355,7 +355,7 @@ def _index_chunk(
                 )
             if seq > marks["relation"]:
                 relations.extend(
-                    (*key, singular(relation), seq, name.lower(), int(own), row["id"])
+                    (*key, noun_singular(relation), seq, name.lower(), int(own), row["id"])
                     for name, relation, own in introductions(row["text"])
                 )
         _insert_rows(w, "retrieval_entities", "tenant, principal, entity, record_id", entities)

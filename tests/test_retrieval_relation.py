@@ -108,6 +108,10 @@ def test_asked_relations_read_the_owner() -> None:
     ((owner, tie),) = asked_relations("How are my kids doing?")
     assert owner is None and {"son", "daughter", "kid"} <= tie
     assert asked_relations("What is the capital of France?") == ()
+    # A plural relation word reads as its singular (the relation index's key), "boss" as itself.
+    assert asked_relations("How are my Nieces?") == ((None, frozenset({"niece"})),)
+    assert asked_relations("Did Mei's in-laws visit?") == (("Mei", frozenset({"in-law"})),)
+    assert asked_relations("Is my boss in?") == ((None, frozenset({"boss"})),)
     assert asked_relations("job", "What's my brother's job?") == ()
     ((_, spouse),) = asked_relations("half employed now", "Where is my other half employed?")
     assert {"wife", "husband", "partner"} <= spouse
