@@ -505,6 +505,10 @@ class Store(Protocol):
 
     def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
 
+    def vacuum(self) -> None:
+        """Remove the copies of erased text the database keeps after a delete from its files."""
+        ...
+
     def transition(
         self,
         scope: Principal,
@@ -1482,6 +1486,35 @@ class SQLiteStore(_SharedStoreOps):
                     log.debug("schema_migrated", component=component, version=version)
             self._schema_done[component] = len(migrations)
 
+    def vacuum(self) -> None:
+        """Remove every stored copy of erased text from the database file and its WAL.
+
+        Deletion erases a record's text and its lexical index entry in one transaction, so
+        nothing reads or matches it again; but FTS5 keeps a deleted entry's words in its
+        index segments until they merge (SQLite 3.40 has no FTS5 ``secure-delete``), and
+        the WAL keeps pages as they were until a checkpoint. This merges the lexical index
+        into one segment (FTS5 ``optimize``, which drops deleted entries), then checkpoints
+        the WAL into the file and truncates it. Freed pages are zeroed (the store runs with
+        ``secure_delete`` on), so afterwards no copy of erased text is left in either file.
+        The merge rewrites the whole lexical index under the write lock: run it off peak.
+
+        Raises:
+            StoreError: another connection kept reading, so the WAL could not be emptied
+                (the merge is committed; call it again).
+        """
+        with self.write() as w:
+            w.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+        with self._lock:
+            try:
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise StoreError(f"vacuum: the WAL checkpoint failed: {exc}") from exc
+        if busy:
+            raise StoreError(
+                "vacuum: another connection was reading, so the WAL still holds old pages; "
+                "call vacuum() again when it is idle"
+            )
+
     def check_integrity(self) -> list[str]:
         """Run SQLite's ``integrity_check`` and FTS5's index-against-table check.
 
@@ -1612,6 +1645,9 @@ class AsyncStore:
 
     async def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
         return await self.run(self.sync.delete, scope, record_id, actor=actor)
+
+    async def vacuum(self) -> None:
+        await self.run(self.sync.vacuum)
 
     async def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
         return await self.run(self.sync.add_turn, scope, turn)

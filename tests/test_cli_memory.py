@@ -52,6 +52,26 @@ def test_add_list_delete_round_trip(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert json.loads(out)["count"] == 0
 
 
+def test_vacuum_removes_deleted_text_from_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memory vacuum` leaves no copy of a deleted record's words in the database files."""
+    db = tmp_path / "m.db"
+    code, out, _ = run(
+        capsys, "memory", "add", "--db", str(db), *SCOPE, "--json", "code word zqpelican"
+    )
+    rid = json.loads(out)["id"]
+    run(capsys, "memory", "delete", "--db", str(db), *SCOPE, rid)
+    code, out, err = run(capsys, "memory", "vacuum", "--db", str(db), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"dialect": "sqlite", "vacuumed": True}
+    assert not [f for f in tmp_path.glob("m.db*") if b"zqpelican" in f.read_bytes()]
+    code, out, _ = run(capsys, "memory", "vacuum", "--db", str(db))
+    assert code == 0 and out.startswith("vacuumed: ")
+    code, _, err = run(capsys, "memory", "vacuum", "--db", str(tmp_path / "none.db"))
+    assert code == 2 and "db" in err
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [

@@ -233,6 +233,55 @@ def test_schema_is_versioned_and_reopens(
     b.close()
 
 
+def _files_holding(path: Path, needle: bytes) -> list[str]:
+    """The names of the database's files (main, -wal, -shm) whose bytes hold ``needle``."""
+    return sorted(f.name for f in path.parent.glob(path.name + "*") if needle in f.read_bytes())
+
+
+def test_vacuum_leaves_no_copy_of_erased_text_in_the_files(tmp_path: Path) -> None:
+    """A deleted record's words stay in FTS5's index segments and the WAL until vacuum()
+    merges the index and empties the WAL; the store then reads and checks as before."""
+    path = tmp_path / "erase.db"
+    marker = b"zqvaultword"
+    alice = Principal(tenant="acme", principal="alice")
+    store = SQLiteStore(path)
+    try:
+        for k in range(40):
+            store.add(alice, RecordDraft(text=f"garden note {k} about tomatoes"))
+        rec = store.add(alice, RecordDraft(text=f"the vault code word is {marker.decode()}"))
+        for k in range(40):
+            store.add(alice, RecordDraft(text=f"kitchen note {k} about bread"))
+        store.delete(alice, rec.id)
+        assert store.search(alice, marker.decode()) == []
+        assert [r.text for r, _ in store.search(alice, "tomatoes", limit=1)]
+        # Before: the erased words are still in the files (what this test guards against).
+        assert _files_holding(path, marker)
+        store.vacuum()
+        assert _files_holding(path, marker) == []
+        assert (tmp_path / "erase.db-wal").stat().st_size == 0
+        assert store.check_integrity() == []
+        assert len(store.search(alice, "bread", limit=50)) == 40
+        store.vacuum()  # idempotent
+        assert store.check_integrity() == []
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_vacuum_runs_on_every_store_and_keeps_the_records(
+    store: Store, alice: Principal
+) -> None:
+    """vacuum() is part of the Store protocol (PostgreSQL: VACUUM FULL; its files are checked in
+    test_store_postgres); the async store runs it in a worker thread. Live records survive."""
+    kept = store.add(alice, RecordDraft(text="the garden gate is green"))
+    gone = store.add(alice, RecordDraft(text="the garden shed code is 4471"))
+    store.delete(alice, gone.id)
+    await AsyncStore(store).vacuum()
+    assert [r.id for r, _ in store.search(alice, "garden")] == [kept.id]
+    erased = store.get(alice, gone.id)
+    assert erased is not None and erased.text == ""
+
+
 def test_wal_and_busy_timeout_are_set(tmp_path: Path) -> None:
     """The SQLite store runs in WAL mode with a busy timeout."""
     store = SQLiteStore(tmp_path / "wal.db")

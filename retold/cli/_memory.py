@@ -1,4 +1,4 @@
-"""``retold memory``: add, list and delete records."""
+"""``retold memory``: add, list, search and delete records, and vacuum the store."""
 
 from __future__ import annotations
 
@@ -50,6 +50,15 @@ def register(sub: Any) -> None:
     add_json(delete)
     delete.add_argument("id", help="record id")
     delete.set_defaults(handler=_delete)
+
+    vacuum = msub.add_parser(
+        "vacuum",
+        help="remove the copies of deleted records' text the database files still hold "
+        "(rewrites the lexical index on SQLite, VACUUM FULL on PostgreSQL: run it off peak)",
+    )
+    add_db(vacuum)
+    add_json(vacuum)
+    vacuum.set_defaults(handler=_vacuum)
 
     _register_search(msub)
 
@@ -170,6 +179,23 @@ def _delete(args: argparse.Namespace) -> int:
         emit(record.model_dump(mode="json"))
     else:
         print(f"deleted {record.id}")
+    return 0
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    with open_any_store(args, must_exist=True) as store:
+        store.vacuum()
+        dialect = store.dialect
+    if args.json:
+        emit({"vacuumed": True, "dialect": dialect})
+    else:
+        print(
+            "vacuumed: tables rewritten (VACUUM FULL); WAL segments keep deleted text until "
+            "the server recycles them"
+            if dialect == "postgresql"
+            else "vacuumed: lexical index merged and WAL emptied; no copy of deleted text is "
+            "left in the database files"
+        )
     return 0
 
 
