@@ -364,6 +364,31 @@ def test_the_scope_count_adds_only_the_records_written_since(
     assert retriever._scope_stats(SCOPE)[0] == 8 and len(counted) == 1
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["skip-scan", "distinct"])
+def test_the_scope_speakers_are_read_by_skip_scan_and_leave_with_their_records(
+    any_store: Store, many: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope's speakers are its live records' distinct speakers, other scopes' not among
+    them; a deleted record's speaker is erased with it. Read by seeking speaker after
+    speaker, or (past the skip scan's bound) by a plain DISTINCT, with the same result."""
+    from retold import HybridRetriever, RetrievalConfig
+    from retold import _retrieval as retrieval_module
+
+    if many:
+        monkeypatch.setattr(retrieval_module, "_SKIP_SCAN_SPEAKERS", 2)
+    retriever = HybridRetriever(any_store, config=RetrievalConfig(dense=False))
+    for who in ["Mei", "Tomas", "Mei", "Ana Lucia", "Tomas"]:
+        any_store.add(SCOPE, RecordDraft(text=f"{who} says hi.", speaker=who))
+    any_store.add(SCOPE, RecordDraft(text="A note with no speaker."))
+    gone = any_store.add(SCOPE, RecordDraft(text="Zed was here.", speaker="Zed"))
+    any_store.add(Principal(tenant="t", principal="other"), RecordDraft(text="x", speaker="Bo"))
+    assert sorted(retriever._speakers(SCOPE)) == ["Ana Lucia", "Mei", "Tomas", "Zed"]
+    any_store.delete(SCOPE, gone.id, actor="test")
+    assert sorted(retriever._speakers(SCOPE)) == ["Ana Lucia", "Mei", "Tomas"]
+    any_store.add(SCOPE, RecordDraft(text="Back again.", speaker="Mei"))
+    assert retriever._scope_stats(SCOPE)[1] == {"ana", "lucia", "mei", "tomas"}
+
+
 def test_deleting_a_record_finds_its_names_by_record_id(tmp_path: Path) -> None:
     """The purge trigger deletes a record's names and introductions in the deleting
     transaction; it must seek them by record id, not read every name row of the scope
