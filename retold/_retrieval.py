@@ -1615,11 +1615,10 @@ class HybridRetriever:
     def _sort(self, hits: list[_Hit]) -> list[_Hit]:
         """Best first; equal scores newest first (event time when ``event_time_tie_break``,
         then write order), never by id: the order must not depend on how ids were drawn."""
-        by_write = sorted(hits, key=lambda h: -int(h.row["rowid"]))
+        # One descending sort: every part of the key goes newest/best first.
         if self.config.event_time_tie_break:
-            # Two sorts, as ISO text cannot be negated.
-            by_write = sorted(by_write, key=lambda h: h.when, reverse=True)
-        return sorted(by_write, key=lambda h: -h.score)
+            return sorted(hits, key=lambda h: (h.score, h.when, int(h.row["rowid"])), reverse=True)
+        return sorted(hits, key=lambda h: (h.score, int(h.row["rowid"])), reverse=True)
 
 
 #: Distinct speakers a scope's skip scan reads before it falls back to a plain DISTINCT
