@@ -1088,37 +1088,42 @@ class HybridRetriever:
             keep.append(entity)
             allowance -= df[entity]
         if len(keep) == 1:
-            # One name: its records tie, so the stage keeps the first ``entity_limit`` in
-            # id order (the index's own order), and reads no more than those.
+            # One name: its records tie, so the stage keeps the newest ``entity_limit``
+            # (the index's own order, backwards), and reads no more than those.
             limit = self.config.entity_limit
             weight = idf[keep[0]]
             rows = self.store.query_tuples(
                 "SELECT record_id FROM retrieval_entities WHERE tenant = ? AND principal = ? "
-                "AND entity = ? ORDER BY record_id LIMIT ?",
+                "AND entity = ? ORDER BY seq DESC LIMIT ?",
                 [scope.tenant, scope.principal, keep[0], limit],
             )
             return [(str(rid), weight) for (rid,) in rows]
         keep.sort()
         marks = ", ".join("?" for _ in keep)
-        # Ids only, from the entity table's own key (no join, no sort: one posting list per
-        # name, in key order, as one string), so the cost is the postings of the query's
-        # names, not a records lookup or a row per posting. Entries of deleted records are
-        # purged; a superseded or expired record keeps its rank here and is dropped by the
-        # scope and lifecycle filtered row read after fusion.
+        # Postings only ("id:seq"), from the entity table's own key (no join, no sort: one
+        # posting list per name, in key order, as one string), so the cost is the postings
+        # of the query's names, not a records lookup or a row per posting. Entries of
+        # deleted records are purged; a superseded or expired record keeps its rank here and
+        # is dropped by the scope and lifecycle filtered row read after fusion.
+        posting = self.dialect.group_concat("record_id || ':' || CAST(seq AS TEXT)")
         rows = self.store.query_tuples(
-            f"SELECT entity, {self.dialect.group_concat('record_id')} FROM retrieval_entities "
+            f"SELECT entity, {posting} FROM retrieval_entities "
             f"WHERE tenant = ? AND principal = ? AND entity IN ({marks}) GROUP BY entity "
             "ORDER BY entity",
             [scope.tenant, scope.principal, *keep],
         )
         # Summed in name order, the same order for every record.
         summed: dict[str, float] = {}
-        for entity, ids in rows:
+        seqs: dict[str, int] = {}
+        for entity, postings in rows:
             weight = idf[entity]
-            for rid in ids.split(" "):
+            for item in postings.split(" "):
+                rid, _, seq = item.partition(":")
                 summed[rid] = summed.get(rid, 0) + weight
+                seqs[rid] = int(seq)
+        # Equal sums keep the newest records at the limit.
         return heapq.nsmallest(
-            self.config.entity_limit, summed.items(), key=lambda t: (-t[1], t[0])
+            self.config.entity_limit, summed.items(), key=lambda t: (-t[1], -seqs[t[0]])
         )
 
     def _relation(

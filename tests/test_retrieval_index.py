@@ -202,7 +202,8 @@ def test_a_store_indexed_before_versioned_readings_is_not_read_again(
 ) -> None:
     """The watermarks a store kept before readings had versions ("entity", "relation")
     were written by version 1 of each: the migration names them so, and the next index
-    of version 1 reads nothing again."""
+    of version 1 does not read the relations again. The names are, once: a later
+    migration rebuilds their table keyed by write order, with the same names."""
     monkeypatch.setattr(retrieval, "_INDEX_STAGES", FIRST_VERSIONS)
     any_store.ensure_schema("retrieval", retrieval._RETRIEVAL_MIGRATIONS[:5])
     for k in range(3):
@@ -224,9 +225,17 @@ def test_a_store_indexed_before_versioned_readings_is_not_read_again(
                 [SCOPE.tenant, SCOPE.principal, stage, rows[-1]["rowid"]],
             )
     entities = index_rows(any_store)[0]
-    assert retrieval.index_entities(any_store, SCOPE) == 0
+    assert retrieval.index_entities(any_store, SCOPE) == 3
     assert watermarks(any_store) == {"entity@1": rows[-1]["rowid"], "relation@1": rows[-1]["rowid"]}
     assert entities and index_rows(any_store) == (entities, [])
+    # Each name is keyed by its record's place in the store.
+    seqs = any_store.query(
+        "SELECT DISTINCT e.seq, r.rowid FROM retrieval_entities e JOIN records r "
+        "ON r.id = e.record_id",
+        [],
+    )
+    assert len(seqs) == 3 and all(row["seq"] == row["rowid"] for row in seqs)
+    assert retrieval.index_entities(any_store, SCOPE) == 0
 
 
 def reading_corpus(tmp_path: Path) -> list[str]:

@@ -117,6 +117,28 @@ async def test_the_lexical_limit_keeps_the_newest_of_equal_scores(
     assert kept[0] == kept[1] == [TEXTS[4], TEXTS[3]]
 
 
+@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize("query", ["Luis", "Luis and Ana"], ids=["one-name", "two-names"])
+async def test_the_entity_limit_keeps_the_newest_of_equal_scores(
+    kind: str, query: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    """The entity stage ties every record naming the same names; one that keeps two keeps
+    the two written last, whether the store's ids count up or down: for one name (read in
+    the index's order) and for several (summed, then cut)."""
+    config = RetrievalConfig(
+        entity_limit=2, entity_max_share=1.0, lexical=False, relation_path=False, session_window=0
+    )
+    texts = TEXTS if query == "Luis" else [t.replace("Luis", "Luis and Ana") for t in TEXTS]
+    kept = []
+    for name, draw in (("up", ids(1, 1)), ("down", ids(999_999, -1))):
+        with opened(kind, tmp_path / name, clock, draw) as store:
+            for text in texts:
+                store.add(SCOPE, RecordDraft(text=text))
+            result = await HybridRetriever(store, config=config).search(SCOPE, query, limit=10)
+            kept.append([c.record.text for c in result.candidates])
+    assert kept[0] == kept[1] == [texts[4], texts[3]]
+
+
 class ByLength:
     """Test reranker: longer texts score higher; ``flat`` scores every text alike."""
 
