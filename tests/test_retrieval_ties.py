@@ -69,8 +69,11 @@ def opened(kind: str, path: Path, clock: FixedClock, draw: Callable[[], str]) ->
             store.close()
 
 
-async def ranked_texts(store: Store, query: str, config: RetrievalConfig) -> list[str]:
-    for text in TEXTS:
+async def ranked_texts(
+    store: Store, query: str, config: RetrievalConfig, texts: Sequence[str] = TEXTS
+) -> list[str]:
+    """Write ``texts`` in order, then search them."""
+    for text in texts:
         store.add(SCOPE, RecordDraft(text=text))
     result = await HybridRetriever(store, config=config).search(SCOPE, query, limit=10)
     return [c.record.text for c in result.candidates]
@@ -132,10 +135,7 @@ async def test_the_entity_limit_keeps_the_newest_of_equal_scores(
     kept = []
     for name, draw in (("up", ids(1, 1)), ("down", ids(999_999, -1))):
         with opened(kind, tmp_path / name, clock, draw) as store:
-            for text in texts:
-                store.add(SCOPE, RecordDraft(text=text))
-            result = await HybridRetriever(store, config=config).search(SCOPE, query, limit=10)
-            kept.append([c.record.text for c in result.candidates])
+            kept.append(await ranked_texts(store, query, config, texts))
     assert kept[0] == kept[1] == [texts[4], texts[3]]
 
 
