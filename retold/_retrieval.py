@@ -46,10 +46,10 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -95,6 +95,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 
 _WORD = re.compile(r"\w+")
@@ -463,6 +466,8 @@ def relation_tie(relation: str) -> frozenset[str]:
 
 # (owner, the relation words of one tie) per person asked about; owner None: the first person.
 _Asked = tuple[tuple[str | None, frozenset[str]], ...]
+#: One stage's result for fusion: (stage, path, weight, ranked ids with raw scores).
+_Stage = tuple[str, str, float, list[tuple[str, float]]]
 
 
 def asked_relations(query: str, context: str | None = None) -> _Asked:
@@ -622,6 +627,33 @@ def _cpu_limiter() -> anyio.CapacityLimiter:
         return limiter
 
 
+async def _both(
+    first: Callable[[], Awaitable[_A]], second: Callable[[], Awaitable[_B]]
+) -> tuple[_A, _B]:
+    """Run ``first()`` and ``second()`` at once and return both results.
+
+    An error in either cancels the other and is raised as itself (not wrapped in an
+    exception group), as if the two had run one after the other; a cancellation from
+    outside (a deadline) cancels both.
+    """
+    results: list[Any] = [None, None]
+    errors: list[Exception] = []
+
+    async def run(at: int, call: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            results[at] = await call()
+        except Exception as exc:
+            errors.append(exc)
+            tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    if errors:
+        raise errors[0]
+    return results[0], results[1]
+
+
 class HybridRetriever:
     """The default :class:`~retold.Retriever`: lexical + dense + entity stages, fused.
 
@@ -687,43 +719,80 @@ class HybridRetriever:
         now = self.store.clock()
         query_vector: list[float] | None = None
         stale: tuple[str, ...] = ()
-        # The scope's stats as read before embedding: the search uses them too, rather than
-        # bringing the entity index up to date a second time within the same search.
-        stats: tuple[int, frozenset[str]] | None = None
+        rerank = cfg.rerank and self.reranker is not None
+        asked, named = asked_relations(query, context), people_named(query, context)
+        # Threads are abandoned on cancellation: a search cut short by a deadline returns at
+        # once, and its thread stops at its next statement or deadline check.
         if cfg.dense and self.embedder is not None:
+            embedder = self.embedder
             t0 = time.perf_counter()
+            # The scope's stats as read before embedding: the stages use them too, rather
+            # than bringing the entity index up to date a second time within the search.
             while True:
-                pending, stale, prepared = await anyio.to_thread.run_sync(
+                pending, stale, stats = await anyio.to_thread.run_sync(
                     self._dense_prepare, scope, abandon_on_cancel=True
                 )
                 if not pending:
                     break
-                await ensure_vectors(self.store, scope, self.embedder)
-            stats = prepared
-            names = prepared[1]
-            text = _without_names(query, names) if cfg.dense_skip_speakers else query
-            query_vector = (await self.embedder.embed([text]))[0]
-            timings["embed"] = (time.perf_counter() - t0) * 1000
-        # Abandoned on cancellation: a search cut short by a deadline returns at once, and
-        # its thread stops at its next statement or deadline check. Without a reranker
-        # every stage after the embedding runs in this one thread hop.
-        rerank = cfg.rerank and self.reranker is not None
-        hits, folded = await anyio.to_thread.run_sync(
-            self._search_sync,
-            scope,
-            query,
-            now,
-            query_vector,
-            timings,
-            counts,
-            limit,
-            not rerank,
-            stats,
-            asked_relations(query, context),
-            people_named(query, context),
-            abandon_on_cancel=True,
-            limiter=_cpu_limiter(),
-        )
+                await ensure_vectors(self.store, scope, embedder)
+            text = _without_names(query, stats[1]) if cfg.dense_skip_speakers else query
+
+            async def embed_query() -> list[float]:
+                vector = (await embedder.embed([text]))[0]
+                timings["embed"] = (time.perf_counter() - t0) * 1000
+                return vector
+
+            # The query's embedding and the stages that do not read it run at once (an
+            # embedder's model or HTTP call and SQLite both leave the GIL); the dense stage
+            # and fusion follow in a second thread hop.
+            query_vector, stages = await _both(
+                embed_query,
+                lambda: anyio.to_thread.run_sync(
+                    self._stages_sync,
+                    scope,
+                    query,
+                    now,
+                    timings,
+                    counts,
+                    stats,
+                    asked,
+                    named,
+                    abandon_on_cancel=True,
+                    limiter=_cpu_limiter(),
+                ),
+            )
+            hits, folded = await anyio.to_thread.run_sync(
+                self._fused_sync,
+                scope,
+                query,
+                now,
+                query_vector,
+                stages,
+                stats,
+                timings,
+                counts,
+                limit,
+                not rerank,
+                abandon_on_cancel=True,
+                limiter=_cpu_limiter(),
+            )
+        else:
+            # Without an embedder every stage runs in this one thread hop (with a reranker,
+            # what follows fusion waits for it).
+            hits, folded = await anyio.to_thread.run_sync(
+                self._search_sync,
+                scope,
+                query,
+                now,
+                timings,
+                counts,
+                limit,
+                not rerank,
+                asked,
+                named,
+                abandon_on_cancel=True,
+                limiter=_cpu_limiter(),
+            )
         if rerank and hits:
             t0 = time.perf_counter()
             hits = await self._rerank(query, hits)
@@ -765,27 +834,24 @@ class HybridRetriever:
         scope: Principal,
         query: str,
         now: datetime,
-        query_vector: list[float] | None,
         timings: dict[str, float],
         counts: dict[str, int],
         limit: int,
         finish: bool,
-        stats: tuple[int, frozenset[str]] | None = None,
         asked: _Asked = (),
         named: frozenset[str] = frozenset(),
     ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
-        """The stages and fusion, then (``finish``) session neighbours and backfill.
+        """A search without a query vector, in one thread: the stages, fusion, then
+        (``finish``) session neighbours and backfill.
 
-        ``stats``: :meth:`_scope_stats` when the caller has read them for this search;
         ``asked``: the people the query asks about by relation (:func:`asked_relations`);
         ``named``: the names it may call someone by (:func:`people_named`).
         """
-        hits, folded = self._candidates_sync(
-            scope, query, now, query_vector, timings, counts, limit, stats, asked, named
+        stats = self._scope_stats(scope)
+        stages = self._stages_sync(scope, query, now, timings, counts, stats, asked, named)
+        return self._fused_sync(
+            scope, query, now, None, stages, stats, timings, counts, limit, finish
         )
-        if finish:
-            hits = self._after_fusion(scope, now, hits, limit, timings, query)
-        return hits, folded
 
     def _dense_prepare(
         self, scope: Principal
@@ -826,29 +892,27 @@ class HybridRetriever:
             hits = self._backfill(scope, now, hits, limit)
         return hits
 
-    def _candidates_sync(
+    def _stages_sync(
         self,
         scope: Principal,
         query: str,
         now: datetime,
-        query_vector: list[float] | None,
         timings: dict[str, float],
         counts: dict[str, int],
-        limit: int,
-        stats: tuple[int, frozenset[str]] | None = None,
-        asked: _Asked = (),
-        named: frozenset[str] = frozenset(),
-    ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
+        stats: tuple[int, frozenset[str]],
+        asked: _Asked,
+        named: frozenset[str],
+    ) -> list[_Stage]:
+        """The stages that do not read the query's vector (lexical, entity, relation), as
+        (stage, path, weight, ranked ids with raw scores); ``stats`` is
+        :meth:`_scope_stats`, read once per search."""
         cfg = self.config
-        if stats is None:
-            stats = self._scope_stats(scope)
         terms = query_terms(query, drop_stopwords=cfg.drop_stopwords)
         all_terms = terms
         if cfg.lexical_skip_speakers and cfg.entity_skip_speakers:
             names = stats[1]
             terms = [t for t in terms if t not in names] or terms
-        # (stage, path, weight, ranked ids with raw scores)
-        stages: list[tuple[str, str, float, list[tuple[str, float]]]] = []
+        stages: list[_Stage] = []
         # In a store the principal shares with others (it holds under a quarter of the rows),
         # every lexical read ANDs the principal's own token in the index; else the plain
         # match costs less (the token's postings are most of the index).
@@ -892,6 +956,25 @@ class HybridRetriever:
             if ranked:
                 timings["relation_named"] = (time.perf_counter() - t0) * 1000
                 stages.append(("relation_named", "relation", cfg.relation_weight, ranked))
+        return stages
+
+    def _fused_sync(
+        self,
+        scope: Principal,
+        query: str,
+        now: datetime,
+        query_vector: list[float] | None,
+        stages: list[_Stage],
+        stats: tuple[int, frozenset[str]],
+        timings: dict[str, float],
+        counts: dict[str, int],
+        limit: int,
+        finish: bool,
+    ) -> tuple[list[_Hit], dict[str, tuple[str, ...]]]:
+        """The dense stage (given ``query_vector``), then fusion of every stage's list into
+        hits with their rows, boosted, sorted and folded; then (``finish``) session
+        neighbours and backfill."""
+        cfg = self.config
         if query_vector is not None and self.embedder is not None:
             check_deadline("the dense stage")
             t0 = time.perf_counter()
@@ -907,7 +990,7 @@ class HybridRetriever:
                 probe=cfg.dense_probe,
             )
             timings["dense"] = (time.perf_counter() - t0) * 1000
-            stages.append(("dense", "dense", cfg.dense_weight, ranked))
+            stages = [*stages, ("dense", "dense", cfg.dense_weight, ranked)]
         check_deadline("fusion")
         base: dict[str, float] = {}
         # (path, the stage's ids): a hit's paths are looked up only for the rows read.
@@ -976,6 +1059,8 @@ class HybridRetriever:
                 break
             want += keep
         timings["rows"] = (time.perf_counter() - t0) * 1000
+        if finish:
+            ranked_hits = self._after_fusion(scope, now, ranked_hits, limit, timings, query)
         return ranked_hits, folded
 
     def _rows(

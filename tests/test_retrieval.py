@@ -8,10 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import ValidationError
 
-from retold import Principal, RecordDraft, RecordKind, SQLiteStore, token_counter
+from retold import Principal, RecordDraft, RecordKind, SQLiteStore, StoreError, token_counter
 from retold._packing import pack, parse_reader
 from retold._retrieval import (
     HybridRetriever,
@@ -486,6 +487,63 @@ async def test_dense_query_is_embedded_without_speaker_names(
     )
     await keep.search(alice, "What is the name of Amara's dog?")
     assert embedder.texts[-1] == "What is the name of Amara's dog?"
+
+
+class WaitingEmbedder(HashEmbedder):
+    """Embeds a query only once the stages that do not read its vector have run (the
+    record texts it embeds at once); ``fail`` makes that query's embedding raise."""
+
+    def __init__(self, query: str, fail: bool = False) -> None:
+        super().__init__()
+        self.query, self.fail = query, fail
+        self.stages_done = anyio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) == [self.query]:
+            with anyio.fail_after(5):  # the stages ran first, one after the other
+                await self.stages_done.wait()
+            if self.fail:
+                raise ConnectionError("embedding service unreachable")
+        return await super().embed(texts)
+
+
+async def test_the_query_embedding_overlaps_the_stages_that_do_not_read_it(
+    store: SQLiteStore, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lexical, entity and relation stages run while the query is embedded; the dense
+    stage and fusion wait for both. An embedding error is raised as itself (not inside an
+    exception group), and so is a stage's."""
+    passport = add(store, alice, "Alice keeps her passport in the blue drawer.")
+    add(store, alice, "The garden needs watering.")
+    query = "Where is the passport?"
+    embedder = WaitingEmbedder(query)
+    retriever = HybridRetriever(store, embedder=embedder)
+    stages = retriever._stages_sync
+
+    def marked(*args: object, **kw: object) -> object:
+        try:
+            return stages(*args, **kw)  # type: ignore[arg-type]
+        finally:
+            anyio.from_thread.run_sync(embedder.stages_done.set)
+
+    monkeypatch.setattr(retriever, "_stages_sync", marked)
+    result = await retriever.search(alice, query, limit=2)
+    assert result.candidates[0].record.id == passport
+    assert {"lexical", "dense"} <= set(result.stage_counts)
+    assert "embed" in result.timings_ms and "lexical" in result.timings_ms
+
+    embedder.fail = True
+    with pytest.raises(ConnectionError, match="unreachable"):
+        await retriever.search(alice, query)
+
+    def broken(*args: object, **kw: object) -> object:
+        raise StoreError("database is locked")
+
+    # A stage's error cancels the query's embedding (still waiting here) and is raised.
+    embedder.fail = False
+    monkeypatch.setattr(retriever, "_stages_sync", broken)
+    with pytest.raises(StoreError, match="locked"):
+        await retriever.search(alice, query)
 
 
 async def test_summed_neighbours_lift_the_turn_inside_a_relevant_exchange(
