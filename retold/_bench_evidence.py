@@ -431,8 +431,8 @@ def _main(args: argparse.Namespace) -> int:
         raise InvalidInputError("budget", "--budget and --candidates must be > 0")
     misses: list[dict[str, Any]] = []
     # Sequential record ids in a store made here, so two runs give the same bytes: ranking
-    # does not break ties by id, but the packer and the entity and dense stages' row limits
-    # do at their edges.
+    # does not break ties by id, but the packer and the dense stage's row limit do at their
+    # edges.
     ids = (f"r{n:012d}" for n in itertools.count(1))
     with scratch_store(args.db, "evidence.db", id_factory=lambda: next(ids)) as opened:
         store = cast(SQLiteStore, opened)  # components take the Store protocol's subset

@@ -717,7 +717,6 @@ class HybridRetriever:
         timings: dict[str, float] = {}
         counts: dict[str, int] = {}
         now = self.store.clock()
-        query_vector: list[float] | None = None
         stale: tuple[str, ...] = ()
         rerank = cfg.rerank and self.reranker is not None
         asked, named = asked_relations(query, context), people_named(query, context)

@@ -17,8 +17,9 @@ class Retriever(Protocol):
     A conforming retriever filters on ``scope`` and on lifecycle (active, not superseded,
     not expired, not deleted) in the database before any record text is scored, never
     returns another principal's record whatever ``query`` or ``context`` say, returns at
-    most ``limit`` candidates best first with ties broken by record id, and is
-    deterministic for identical store contents and arguments. ``context`` is the raw user
+    most ``limit`` candidates best first, and is deterministic for identical store contents
+    and arguments (:class:`~retold.HybridRetriever` orders equal scores newest first,
+    not by record id). ``context`` is the raw user
     turn, passed for features and audit; ``query`` (a gap query) drives the search.
     """
 
