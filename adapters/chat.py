@@ -450,7 +450,7 @@ class MemoryChat:
         """
         assert self._turn_audit is not None
         writer = self._turn_audit.writer
-        limit = self.store._busy_ms / 1000 + 5.0
+        limit = self.store.busy_timeout_ms / 1000 + 5.0
         landed = await anyio.to_thread.run_sync(writer.wait_for, seq, limit)
         writer.raise_failures(decision_id)
         if not landed:

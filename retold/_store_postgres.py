@@ -722,6 +722,12 @@ class PostgresStore(_SharedStoreOps):
 
     # -- records ------------------------------------------------------------------------
 
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long a write waits for another connection's lock: the ``lock_timeout``, which
+        is the statement timeout (outside any deadline)."""
+        return self._statement_timeout_ms
+
     def _lock_for_insert(
         self, w: PostgresWriter, scope: Principal, idempotency_key: str | None
     ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,10 +188,9 @@ async def test_tool_loop_is_bounded(
 
 @pytest.mark.anyio
 async def test_fact_from_session_one_is_used_in_session_three(
-    tmp_path: Path, clock: FixedClock
+    store: SQLiteStore, clock: FixedClock
 ) -> None:
     """Extraction stores a session-1 fact; session 3's utility-aware path admits it; ordinary turns inject nothing."""
-    store = SQLiteStore(tmp_path / "chat.db", clock=clock)
     chat = make_chat(
         store,
         extractor=OfflineExtractor(),

@@ -12,12 +12,14 @@ import httpx2
 import openai
 import pytest
 
-from retold import Principal, SQLiteStore
+from retold import PostgresStore, Principal, SQLiteStore, Store
 from retold._audit import AuditLog
 from retold._keys import KeyFile
 from retold.adapters import RetryPolicy
 from retold.gateway import DECISION_HEADER, Gateway, GatewayConfig, build_gateway
 from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
+
+from .conftest import POSTGRES_URL
 
 UPSTREAM_KEY = "sk-upstream-never-shown-7f3a9c"
 
@@ -72,14 +74,11 @@ ALICE = Principal(tenant="acme", principal="alice")
 BOB = Principal(tenant="acme", principal="bob")
 
 
-@pytest.fixture
-async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
-    store = SQLiteStore(tmp_path / "gateway.db")
-    keys = KeyFile(tmp_path / "keys.json")
-    alice, _ = keys.add("acme", "alice")
-    bob, _ = keys.add("acme", "bob")
-    clock = FakeMonotonic()
-    gateway = build_gateway(
+def _gateway(
+    store: Store, keys: KeyFile, loopback: LoopbackServer, clock: FakeMonotonic
+) -> Gateway:
+    """The tests' gateway over ``store``: offline-reference bundle, shadow mode, tight limits."""
+    return build_gateway(
         store=store,
         keys=keys,
         bundle="offline-reference",
@@ -100,7 +99,16 @@ async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
         clock=clock,
         wall_clock=lambda: 1767225600.0,
     )
-    async with gateway:
+
+
+@pytest.fixture
+async def env(tmp_path: Path, loopback: LoopbackServer) -> AsyncIterator[Env]:
+    store = SQLiteStore(tmp_path / "gateway.db")
+    keys = KeyFile(tmp_path / "keys.json")
+    alice, _ = keys.add("acme", "alice")
+    bob, _ = keys.add("acme", "bob")
+    clock = FakeMonotonic()
+    async with _gateway(store, keys, loopback, clock) as gateway:
         yield Env(gateway, store, keys, alice, bob, clock, loopback)
     store.close()
 
@@ -506,4 +514,37 @@ async def test_shutdown_ends_open_sessions(tmp_path: Path, loopback: LoopbackSer
             assert response.status_code == 200
         assert store.list_records(ALICE) == []
     assert any("Lisbon" in r.text for r in store.list_records(ALICE))
+    store.close()
+
+
+@BOTH_BACKENDS
+async def test_a_postgresql_store_serves_turns_and_session_ends(
+    tmp_path: Path, loopback: LoopbackServer, pg_schema: str
+) -> None:
+    """The gateway over PostgresStore: a turn is answered and audited, a session end extracts."""
+    assert POSTGRES_URL is not None
+    store = PostgresStore(POSTGRES_URL, schema=pg_schema)
+    keys = KeyFile(tmp_path / "keys.json")
+    alice, _ = keys.add("acme", "alice")
+    async with _gateway(store, keys, loopback, FakeMonotonic()) as gateway:
+        env = Env(gateway, store, keys, alice, alice, FakeMonotonic(), loopback)  # type: ignore[arg-type]
+        async with env.client(alice) as client:
+            raw = await client.chat.completions.with_raw_response.create(
+                model="m",
+                messages=[{"role": "user", "content": "My dentist is Dr. Okafor on Elm Street."}],
+                extra_headers={"X-Retold-Session": "s1"},
+            )
+        assert (
+            raw.parse().choices[0].message.content
+            == "echo: My dentist is Dr. Okafor on Elm Street."
+        )
+        rows = AuditLog(store).decision_rows(principal="alice")  # type: ignore[arg-type]
+        assert [r["id"] for r in rows] == [raw.headers[DECISION_HEADER]]
+        async with env.raw() as http:
+            ended = await http.post(
+                "/v1/retold/sessions/s1/end", headers={"Authorization": f"Bearer {alice}"}
+            )
+            assert ended.status_code == 202
+            await gateway.wait_for_session_ends()
+    assert any("Okafor" in r.text for r in store.list_records(ALICE))
     store.close()

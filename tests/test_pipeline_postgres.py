@@ -1,4 +1,4 @@
-"""Components on PostgresStore: a lean selection of the profile and activation suites,
+"""Components on PostgresStore: a lean selection of the chat, profile and activation suites,
 re-run with ``store`` bound to a PostgresStore.
 
 The components use only the Store protocol; this pins that they keep working on the shared
@@ -16,6 +16,7 @@ from retold import PostgresStore
 
 from .conftest import POSTGRES_URL, FixedClock, counter_ids, fresh_pg_schema
 from .test_activation import test_failed_or_unsure_classifier_creates_a_review_item
+from .test_chat import test_fact_from_session_one_is_used_in_session_three
 from .test_profile import (
     test_profile_excludes_expired_superseded_and_conflicting_records,
     test_review_resolution_mid_session_waits_for_the_next_session,
@@ -24,6 +25,7 @@ from .test_profile import (
 pytestmark = pytest.mark.skipif(POSTGRES_URL is None, reason="RETOLD_TEST_POSTGRES_URL is not set")
 
 __all__ = [
+    "test_fact_from_session_one_is_used_in_session_three",
     "test_failed_or_unsure_classifier_creates_a_review_item",
     "test_profile_excludes_expired_superseded_and_conflicting_records",
     "test_review_resolution_mid_session_waits_for_the_next_session",
