@@ -27,6 +27,7 @@ from ._audit import AuditLog, DecisionReport, DecisionWriter, OfflineLabel
 from ._budgeted_read import BudgetedList, BudgetedReader
 from ._config import UtilityAwareConfig
 from ._embedding import LocalEmbedder
+from ._erasure import Erasure, erase_principal
 from ._errors import (
     AdapterHTTPError,
     BundleMismatchError,
@@ -163,6 +164,7 @@ __all__ = [
     "Disposition",
     "Embedder",
     "EpistemicState",
+    "Erasure",
     "Event",
     "EvidenceRef",
     "ExtractedRecord",
@@ -239,6 +241,7 @@ __all__ = [
     "__version__",
     "check_eligibility",
     "confirmed_evidence",
+    "erase_principal",
     "extract_session",
     "find_supporting_claim",
     "open_store",

@@ -510,6 +510,8 @@ class Store(Protocol):
 
     def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record: ...
 
+    def erase_scope(self, w: Any, scope: Principal, *, actor: str) -> dict[str, int]: ...
+
     def vacuum(self) -> None:
         """Remove the copies of erased text the database keeps after a delete from its files."""
         ...
@@ -821,27 +823,53 @@ class _SharedStoreOps:
         """
         with self.write() as w:
             record = self._require(w, scope, record_id, "id")
-            if record.lifecycle is not LifecycleState.DELETED:
-                self._unindex(w, record_id)
-                w.execute(
-                    "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
-                    "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
-                    [iso(w.now), scope.tenant, scope.principal, record_id],
-                )
-                # The erased (empty) text is indexed again, so the index still mirrors the
-                # records table row for row (FTS5's integrity check passes).
-                self._index(w, record_id)
-                w.step("deleted")
-                w.event(
-                    scope,
-                    "record.deleted",
-                    actor=actor,
-                    record_id=record_id,
-                    data={"previous": record.lifecycle.value},
-                )
+            self._erase(w, scope, record, actor)
             deleted = self._require(w, scope, record_id, "id")
         log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
         return deleted
+
+    def erase_scope(self, w: Any, scope: Principal, *, actor: str) -> dict[str, int]:
+        """Inside the write ``w``: delete every record of ``scope`` and its transcript.
+
+        Each record not yet deleted is deleted as :meth:`delete` does (text erased, index
+        entry and derived rows purged, one ``record.deleted`` event), and the transcript's
+        turns are removed. Returns how many of each. :func:`retold.erase_principal` calls
+        it and erases what the other components keep, in the same transaction.
+        """
+        rows = w.query(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+            f"AND lifecycle != 'deleted' ORDER BY created_at, id{self._row_lock}",
+            [scope.tenant, scope.principal],
+        )
+        for row in rows:
+            self._erase(w, scope, _row_to_record(row), actor)
+        turns = w.execute(
+            "DELETE FROM transcript_turns WHERE tenant = ? AND principal = ?",
+            [scope.tenant, scope.principal],
+        ).rowcount
+        return {"records": len(rows), "transcript_turns": int(turns)}
+
+    def _erase(self, w: Any, scope: Principal, record: Record, actor: str) -> None:
+        """Delete ``record`` inside ``w`` (nothing when it is already deleted)."""
+        if record.lifecycle is LifecycleState.DELETED:
+            return
+        self._unindex(w, record.id)
+        w.execute(
+            "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
+            "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
+            [iso(w.now), scope.tenant, scope.principal, record.id],
+        )
+        # The erased (empty) text is indexed again, so the index still mirrors the
+        # records table row for row (FTS5's integrity check passes).
+        self._index(w, record.id)
+        w.step("deleted")
+        w.event(
+            scope,
+            "record.deleted",
+            actor=actor,
+            record_id=record.id,
+            data={"previous": record.lifecycle.value},
+        )
 
     def list_records(
         self,

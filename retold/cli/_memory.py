@@ -1,4 +1,5 @@
-"""``retold memory``: add, list, search and delete records, and vacuum the store."""
+"""``retold memory``: add, list, search and delete records, erase a principal, and vacuum
+the store."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from .._errors import InvalidInputError
+from .._erasure import erase_principal
+from .._errors import InvalidInputError, UsageError
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
 from ._common import add_db, add_json, add_scope, emit, open_any_store, scope_of
@@ -50,6 +52,17 @@ def register(sub: Any) -> None:
     add_json(delete)
     delete.add_argument("id", help="record id")
     delete.set_defaults(handler=_delete)
+
+    erase = msub.add_parser(
+        "erase",
+        help="erase every stored copy of one principal's words: records, transcript, "
+        "profile snapshots, search and gap queries (then run vacuum)",
+    )
+    add_db(erase)
+    add_scope(erase)
+    erase.add_argument("--yes", action="store_true", help="confirm: the erasure cannot be undone")
+    add_json(erase)
+    erase.set_defaults(handler=_erase)
 
     vacuum = msub.add_parser(
         "vacuum",
@@ -179,6 +192,23 @@ def _delete(args: argparse.Namespace) -> int:
         emit(record.model_dump(mode="json"))
     else:
         print(f"deleted {record.id}")
+    return 0
+
+
+def _erase(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    if not args.yes:
+        raise UsageError(
+            f"erasing {scope.tenant}/{scope.principal} cannot be undone: pass --yes to confirm"
+        )
+    with open_any_store(args, must_exist=True) as store:
+        erasure = erase_principal(store, scope, actor="cli")
+    if args.json:
+        emit(erasure.model_dump(mode="json"))
+    else:
+        counts = ", ".join(f"{table} {n}" for table, n in erasure.counts.items())
+        print(f"erased {scope.tenant}/{scope.principal}: {counts}")
+        print("run `retold memory vacuum` to remove the erased text from the database files too")
     return 0
 
 

@@ -1,0 +1,144 @@
+"""Erasing a principal: every copy of their words goes, in one transaction.
+
+Deleting one record erases its text and what retrieval derived from it. A principal who
+asks to be forgotten also left their words in the transcript, in the audit (the search
+queries and the contexts handed to retrieval, the gap queries of each turn decision), in
+session profile snapshots, in reviewers' notes and in extraction failure details.
+:func:`erase_principal` removes all of them for one ``(tenant, principal)`` in one write
+transaction, on SQLite and PostgreSQL alike; a failure rolls all of it back.
+
+What stays is content-free: each record's row (lifecycle ``deleted``, text empty), the
+turn decisions' skeleton (ids, dispositions, timings, hashes), the review items' outcome
+and the append-only ``events`` log, which records ids, kinds, reasons and attribute keys,
+never a record's text. Vector index centroids of the scope stay too (its vectors go with
+the records, by the purge trigger).
+
+This module sits above the store and every component whose tables it erases (the store
+does not know their tables); nothing below imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from ._activation_schema import _ACTIVATION_MIGRATIONS
+from ._audit import _AUDIT_MIGRATIONS
+from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
+from ._profile import _PROFILE_MIGRATIONS
+from ._records import Principal
+from ._store import Store
+
+log = structlog.get_logger("retold.erasure")
+
+#: Per component: its schema (ensured first, so one erasure covers a store whichever
+#: components have run on it) and the statements that erase the principal's words from
+#: its tables, each named by what it counts. Every statement takes (tenant, principal).
+_COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] = (
+    (
+        "audit",
+        _AUDIT_MIGRATIONS,
+        (
+            (
+                "search_log",
+                "UPDATE search_log SET query = '', context = NULL "
+                "WHERE tenant = ? AND principal = ? AND (query != '' OR context IS NOT NULL)",
+            ),
+            (
+                "turn_decisions",
+                "UPDATE turn_decisions SET gaps = '[]' "
+                "WHERE tenant = ? AND principal = ? AND gaps != '[]'",
+            ),
+        ),
+    ),
+    (
+        "profile",
+        _PROFILE_MIGRATIONS,
+        (
+            (
+                "profile_snapshots",
+                "DELETE FROM profile_snapshots WHERE tenant = ? AND principal = ?",
+            ),
+        ),
+    ),
+    (
+        "activation",
+        _ACTIVATION_MIGRATIONS,
+        (
+            (
+                "activation_reviews",
+                "UPDATE activation_reviews SET note = NULL "
+                "WHERE tenant = ? AND principal = ? AND note IS NOT NULL",
+            ),
+        ),
+    ),
+    (
+        "extraction",
+        _EXTRACTION_MIGRATIONS,
+        (
+            (
+                "extraction_failures",
+                "UPDATE extraction_failures SET detail = '' "
+                "WHERE tenant = ? AND principal = ? AND detail != ''",
+            ),
+            # The transcript is gone, so the next session's turns are read from the start.
+            (
+                "extraction_progress",
+                "DELETE FROM extraction_progress WHERE tenant = ? AND principal = ?",
+            ),
+        ),
+    ),
+)
+
+
+class Erasure(BaseModel):
+    """What :func:`erase_principal` erased, as row counts per table.
+
+    ``records`` counts the records it deleted (those already deleted are not counted
+    again); every other count is the rows whose text it removed or blanked. Erasing the
+    same principal again erases nothing and counts zero.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    principal: str
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> Erasure:
+    """Erase every stored copy of ``scope``'s words, in one transaction.
+
+    Every record of the principal is deleted as :meth:`Store.delete` deletes one (text
+    erased, lexical index entry, entity names and vectors purged, a ``record.deleted``
+    event each); their transcript turns, profile snapshots and extraction progress are
+    removed; the audit keeps each turn decision and search but loses the queries, the
+    contexts and the gap queries; reviewers' notes and extraction failure details are
+    blanked. One ``principal.erased`` event records the counts.
+
+    Call it once the principal has no turn or session end in flight: a turn that ends
+    afterwards writes its transcript and decision as usual. The database files keep the
+    erased text in free pages, index segments and the WAL until ``store.vacuum()`` (or
+    ``retold memory vacuum``) runs, as after any deletion.
+
+    Raises:
+        StoreError: the store refused a statement; nothing was erased.
+    """
+    for component, migrations, _ in _COMPONENTS:
+        store.ensure_schema(component, migrations)
+    params = [scope.tenant, scope.principal]
+    with store.write() as w:
+        counts = store.erase_scope(w, scope, actor=actor)
+        for _, _, statements in _COMPONENTS:
+            for table, sql in statements:
+                counts[table] = int(w.execute(sql, params).rowcount)
+        w.step("erased")
+        w.event(scope, "principal.erased", actor=actor, data={"counts": counts})
+    log.info("principal_erased", tenant=scope.tenant, **counts)
+    return Erasure(tenant=scope.tenant, principal=scope.principal, counts=counts)

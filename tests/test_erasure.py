@@ -1,0 +1,212 @@
+"""erase_principal and ``retold memory erase``: every stored copy of one principal's words goes.
+
+A real chat pipeline (extraction, activation, profile, gap planning, retrieval, audit) writes
+two principals' words into every table that keeps them; erasing one leaves no trace of their
+words in any text column (and, after vacuum, in the SQLite files' bytes) while the other's
+stay, the decision skeleton stays, and a failure rolls everything back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retold import (
+    LifecycleState,
+    Principal,
+    SQLiteStore,
+    Store,
+    StoreError,
+    erase_principal,
+)
+from retold._activation import ActivationPolicy
+from retold._activation_classifier import OfflineActivationClassifier
+from retold._audit import AuditLog
+from retold._extraction import OfflineExtractor
+from retold.cli import main
+
+from .conftest import FixedClock, counter_ids
+from .test_chat import make_chat
+
+MAYA = Principal(tenant="acme", principal="maya")
+EVE = Principal(tenant="acme", principal="eve")
+# Each principal's dentist has a name nothing else in the store contains.
+WORDS = {MAYA: "Quetzalcoatl", EVE: "Brontornis"}
+
+
+async def _converse(store: Store, clock: FixedClock) -> None:
+    """Both principals: a fact and a preference in session 1, asked about in session 2."""
+    chat = make_chat(
+        store,  # type: ignore[arg-type]
+        extractor=OfflineExtractor(),
+        activation=ActivationPolicy(store, OfflineActivationClassifier()),  # type: ignore[arg-type]
+    )
+    for who, word in WORDS.items():
+        await chat.turn(
+            who, "s1", f"Always answer me concisely. My dentist is Dr. {word} in Porto."
+        )
+        await chat.end_session(who, "s1")
+    clock.advance(days=3)
+    for who, word in WORDS.items():
+        await chat.turn(who, "s2", f"Is Dr. {word} still my dentist?")  # s2 stays open
+        await chat.turn(who, "s2", "What was the name of my dentist again?")
+
+
+def _where(store: Store, word: str) -> set[str]:
+    """``table.column`` of every text column, in every table, that contains ``word``."""
+    if store.dialect == "sqlite":
+        tables = [
+            r["name"]
+            for r in store.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not r["name"].startswith(("sqlite_", "records_fts"))
+        ]
+        columns = [
+            (t, c["name"])
+            for t in tables
+            for c in store.query(f"PRAGMA table_info({t})")
+            if c["type"].upper() == "TEXT"
+        ]
+    else:
+        columns = [
+            (r["table_name"], r["column_name"])
+            for r in store.query(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND data_type = 'text'"
+            )
+        ]
+    return {
+        f"{t}.{c}"
+        for t, c in columns
+        if store.query(
+            f'SELECT 1 AS hit FROM "{t}" WHERE LOWER("{c}") LIKE ? LIMIT 1', [f"%{word.lower()}%"]
+        )
+    }
+
+
+def _file_bytes(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+@pytest.mark.anyio
+async def test_erasure_removes_every_copy_of_one_principals_words(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """The principal's words leave every table; the other principal's stay; the skeleton stays."""
+    store = any_store
+    await _converse(store, clock)
+    maya_before = _where(store, WORDS[MAYA])
+    eve_before = _where(store, WORDS[EVE])
+    # The pipeline put the words in the records, the transcript, the audit and the profile.
+    assert {
+        "records.text",
+        "transcript_turns.text",
+        "search_log.query",
+        "turn_decisions.gaps",
+    } <= maya_before
+    assert maya_before == eve_before
+    decisions_before = AuditLog(store).decision_rows(tenant="acme", principal="maya")  # type: ignore[arg-type]
+    assert len(decisions_before) == 3
+
+    erasure = erase_principal(store, MAYA)
+
+    assert _where(store, WORDS[MAYA]) == set()
+    assert _where(store, WORDS[EVE]) == eve_before
+    counts = erasure.counts
+    assert counts["records"] >= 2 and counts["transcript_turns"] == 6
+    assert counts["search_log"] >= 1 and counts["turn_decisions"] >= 1
+    assert counts["profile_snapshots"] == 1 and counts["extraction_progress"] == 1
+    records = store.list_records(MAYA, lifecycle=None, include_expired=True)
+    assert {r.lifecycle for r in records} == {LifecycleState.DELETED}
+    assert all(r.text == "" for r in records)
+    assert store.list_records(EVE) and store.turns(EVE, "s1")
+    assert store.turns(MAYA, "s1") == [] and store.next_turn_index(MAYA, "s2") == 0
+    # Decisions keep their skeleton: same ids and dispositions, no gap queries.
+    after = AuditLog(store).decision_rows(tenant="acme", principal="maya")  # type: ignore[arg-type]
+    assert [(d["id"], d["disposition"]) for d in after] == [
+        (d["id"], d["disposition"]) for d in decisions_before
+    ]
+    assert all(d["gaps"] in ([], "[]") for d in after)
+    [event] = store.events(MAYA, type="principal.erased")
+    assert event.data["counts"] == counts
+    assert len(store.events(MAYA, type="record.deleted")) == counts["records"]
+    # Erasing again finds nothing left to erase.
+    again = erase_principal(store, MAYA)
+    assert again.total == 0 and set(again.counts) == set(counts)
+
+
+@pytest.mark.anyio
+async def test_after_erasure_and_vacuum_the_files_hold_no_byte_of_the_words(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """SQLite: after erase and vacuum, neither the file nor its WAL contains the words."""
+    path = tmp_path / "erase.db"
+    store = SQLiteStore(path, clock=clock, id_factory=counter_ids())
+    await _converse(store, clock)
+    store.vacuum()
+    word = WORDS[MAYA].encode()
+    assert word in _file_bytes(path)
+    erase_principal(store, MAYA)
+    assert word in _file_bytes(path)  # still in free pages, FTS5 segments or the WAL
+    store.vacuum()
+    data = _file_bytes(path)
+    assert word not in data and word.lower() not in data
+    assert WORDS[EVE].encode() in data
+    store.check_integrity()
+    store.close()
+
+
+@pytest.mark.anyio
+async def test_a_failed_erasure_erases_nothing(tmp_path: Path, clock: FixedClock) -> None:
+    """A failure inside the erasing transaction rolls every table back."""
+    armed = False
+
+    def on_step(step: str) -> None:
+        if armed and step == "erased":
+            raise RuntimeError("disk gone")
+
+    path = tmp_path / "fail.db"
+    store = SQLiteStore(path, clock=clock, id_factory=counter_ids(), on_write_step=on_step)
+    await _converse(store, clock)
+    before = _where(store, WORDS[MAYA])
+    live = [r.id for r in store.list_records(MAYA)]
+    armed = True
+    with pytest.raises((RuntimeError, StoreError)):
+        erase_principal(store, MAYA)
+    assert _where(store, WORDS[MAYA]) == before
+    assert [r.id for r in store.list_records(MAYA)] == live
+    assert store.events(MAYA, type="principal.erased") == []
+    store.close()
+
+
+def test_memory_erase_needs_yes_and_reports_counts(
+    tmp_path: Path, clock: FixedClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retold memory erase` refuses without --yes (exit 2, nothing erased), then erases."""
+    db = tmp_path / "cli.db"
+    scope = ["--tenant", "acme", "--principal", "maya"]
+    with SQLiteStore(db, clock=clock) as store:
+        from retold import RecordDraft
+
+        store.add(MAYA, RecordDraft(text=f"My dentist is Dr. {WORDS[MAYA]}."))
+        store.add(EVE, RecordDraft(text=f"My dentist is Dr. {WORDS[EVE]}."))
+    assert main(["memory", "erase", "--db", str(db), *scope]) == 2
+    _, err = capsys.readouterr()
+    assert "--yes" in err
+    with SQLiteStore(db) as store:
+        assert _where(store, WORDS[MAYA]) == {"records.text"}
+    assert main(["memory", "erase", "--db", str(db), *scope, "--yes", "--json"]) == 0
+    out, _ = capsys.readouterr()
+    report = json.loads(out)
+    assert report["tenant"] == "acme" and report["principal"] == "maya"
+    assert report["counts"]["records"] == 1
+    with SQLiteStore(db) as store:
+        assert _where(store, WORDS[MAYA]) == set()
+        assert _where(store, WORDS[EVE]) == {"records.text"}
+    assert main(["memory", "erase", "--db", str(db), *scope, "--yes"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("erased acme/maya: records 0,") and "memory vacuum" in out
+    # A missing database is an error, not a new empty file.
+    assert main(["memory", "erase", "--db", str(tmp_path / "none.db"), *scope, "--yes"]) == 2
+    assert not (tmp_path / "none.db").exists()
