@@ -823,7 +823,8 @@ class _SharedStoreOps:
         """
         with self.write() as w:
             record = self._require(w, scope, record_id, "id")
-            self._erase(w, scope, record, actor)
+            if record.lifecycle is not LifecycleState.DELETED:
+                self._erase(w, scope, record_id, record.lifecycle.value, actor)
             deleted = self._require(w, scope, record_id, "id")
         log.debug("record_deleted", record_id=record_id, tenant=scope.tenant)
         return deleted
@@ -837,38 +838,32 @@ class _SharedStoreOps:
         it and erases what the other components keep, in the same transaction.
         """
         rows = w.query(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE tenant = ? AND principal = ? "
+            "SELECT id, lifecycle FROM records WHERE tenant = ? AND principal = ? "
             f"AND lifecycle != 'deleted' ORDER BY created_at, id{self._row_lock}",
             [scope.tenant, scope.principal],
         )
         for row in rows:
-            self._erase(w, scope, _row_to_record(row), actor)
+            self._erase(w, scope, row["id"], row["lifecycle"], actor)
         turns = w.execute(
             "DELETE FROM transcript_turns WHERE tenant = ? AND principal = ?",
             [scope.tenant, scope.principal],
         ).rowcount
         return {"records": len(rows), "transcript_turns": int(turns)}
 
-    def _erase(self, w: Any, scope: Principal, record: Record, actor: str) -> None:
-        """Delete ``record`` inside ``w`` (nothing when it is already deleted)."""
-        if record.lifecycle is LifecycleState.DELETED:
-            return
-        self._unindex(w, record.id)
+    def _erase(self, w: Any, scope: Principal, record_id: str, previous: str, actor: str) -> None:
+        """Delete the live record ``record_id`` (lifecycle ``previous``) inside ``w``."""
+        self._unindex(w, record_id)
         w.execute(
             "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
             "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
-            [iso(w.now), scope.tenant, scope.principal, record.id],
+            [iso(w.now), scope.tenant, scope.principal, record_id],
         )
         # The erased (empty) text is indexed again, so the index still mirrors the
         # records table row for row (FTS5's integrity check passes).
-        self._index(w, record.id)
+        self._index(w, record_id)
         w.step("deleted")
         w.event(
-            scope,
-            "record.deleted",
-            actor=actor,
-            record_id=record.id,
-            data={"previous": record.lifecycle.value},
+            scope, "record.deleted", actor=actor, record_id=record_id, data={"previous": previous}
         )
 
     def list_records(

@@ -16,6 +16,7 @@ import pytest
 from retold import (
     LifecycleState,
     Principal,
+    RecordDraft,
     SQLiteStore,
     Store,
     StoreError,
@@ -187,8 +188,6 @@ def test_memory_erase_needs_yes_and_reports_counts(
     db = tmp_path / "cli.db"
     scope = ["--tenant", "acme", "--principal", "maya"]
     with SQLiteStore(db, clock=clock) as store:
-        from retold import RecordDraft
-
         store.add(MAYA, RecordDraft(text=f"My dentist is Dr. {WORDS[MAYA]}."))
         store.add(EVE, RecordDraft(text=f"My dentist is Dr. {WORDS[EVE]}."))
     assert main(["memory", "erase", "--db", str(db), *scope]) == 2

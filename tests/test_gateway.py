@@ -526,8 +526,9 @@ async def test_a_postgresql_store_serves_turns_and_session_ends(
     store = PostgresStore(POSTGRES_URL, schema=pg_schema)
     keys = KeyFile(tmp_path / "keys.json")
     alice, _ = keys.add("acme", "alice")
-    async with _gateway(store, keys, loopback, FakeMonotonic()) as gateway:
-        env = Env(gateway, store, keys, alice, alice, FakeMonotonic(), loopback)  # type: ignore[arg-type]
+    clock = FakeMonotonic()
+    async with _gateway(store, keys, loopback, clock) as gateway:
+        env = Env(gateway, store, keys, alice, alice, clock, loopback)  # type: ignore[arg-type]
         async with env.client(alice) as client:
             raw = await client.chat.completions.with_raw_response.create(
                 model="m",
