@@ -257,7 +257,7 @@ class Record(_Body):
     id: str
     tenant: str
     principal: str
-    text: str  # empty once the record is deleted (its text is erased, the row stays)
+    text: str  # empty once the record is deleted (text, speaker, tags and key are erased)
     superseded_by: str | None = None
     idempotency_key: str | None = None
     created_at: UtcDatetime

@@ -814,9 +814,10 @@ class _SharedStoreOps:
     def delete(self, scope: Principal, record_id: str, *, actor: str = "host") -> Record:
         """Delete a record: its text is erased everywhere; the row and its events stay.
 
-        In one transaction: the lexical index entry goes, the text and speaker are
-        erased, and the components' purge triggers remove what they derived from the text
-        (entity names, vectors).
+        In one transaction: the lexical index entry goes, the text, speaker and tags are
+        erased, the idempotency key is released (it may hold or hash the writer's words,
+        and a later add with the same key writes a new record), and the components' purge
+        triggers remove what they derived from the text (entity names, vectors).
 
         Raises:
             InvalidInputError: no such record in ``scope``.
@@ -855,7 +856,8 @@ class _SharedStoreOps:
         self._unindex(w, record_id)
         w.execute(
             "UPDATE records SET lifecycle = 'deleted', text = '', speaker = NULL, "
-            "updated_at = ? WHERE tenant = ? AND principal = ? AND id = ?",
+            "tags = '[]', idempotency_key = NULL, updated_at = ? "
+            "WHERE tenant = ? AND principal = ? AND id = ?",
             [iso(w.now), scope.tenant, scope.principal, record_id],
         )
         # The erased (empty) text is indexed again, so the index still mirrors the

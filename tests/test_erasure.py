@@ -45,6 +45,11 @@ async def _converse(store: Store, clock: FixedClock) -> None:
         activation=ActivationPolicy(store, OfflineActivationClassifier()),  # type: ignore[arg-type]
     )
     for who, word in WORDS.items():
+        # A host that labels its own writes with the user's words.
+        store.add(
+            who,
+            RecordDraft(text="Has a dentist.", tags=(f"dr-{word}",), idempotency_key=word),
+        )
         await chat.turn(
             who, "s1", f"Always answer me concisely. My dentist is Dr. {word} in Porto."
         )
@@ -102,6 +107,8 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     # The pipeline put the words in the records, the transcript, the audit and the profile.
     assert {
         "records.text",
+        "records.tags",
+        "records.idempotency_key",
         "transcript_turns.text",
         "search_log.query",
         "turn_decisions.gaps",
@@ -115,12 +122,12 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     assert _where(store, WORDS[MAYA]) == set()
     assert _where(store, WORDS[EVE]) == eve_before
     counts = erasure.counts
-    assert counts["records"] >= 2 and counts["transcript_turns"] == 6
+    assert counts["records"] >= 3 and counts["transcript_turns"] == 6
     assert counts["search_log"] >= 1 and counts["turn_decisions"] >= 1
     assert counts["profile_snapshots"] == 1 and counts["extraction_progress"] == 1
     records = store.list_records(MAYA, lifecycle=None, include_expired=True)
     assert {r.lifecycle for r in records} == {LifecycleState.DELETED}
-    assert all(r.text == "" for r in records)
+    assert all(r.text == "" and r.tags == () and r.idempotency_key is None for r in records)
     assert store.list_records(EVE) and store.turns(EVE, "s1")
     assert store.turns(MAYA, "s1") == [] and store.next_turn_index(MAYA, "s2") == 0
     # Decisions keep their skeleton: same ids and dispositions, no gap queries.

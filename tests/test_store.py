@@ -98,9 +98,18 @@ def test_superseding_twice_is_refused(store: Store, alice: Principal) -> None:
 
 def test_delete_erases_text_keeps_row_and_event(store: Store, alice: Principal) -> None:
     """Deletion is a lifecycle transition that erases the text and unindexes it."""
-    rec = store.add(alice, RecordDraft(text="secret garden location", speaker="alice"))
+    rec = store.add(
+        alice,
+        RecordDraft(
+            text="secret garden location",
+            speaker="alice",
+            tags=("garden",),
+            idempotency_key="note:garden",
+        ),
+    )
     deleted = store.delete(alice, rec.id)
     assert deleted.lifecycle is LifecycleState.DELETED and deleted.text == ""
+    assert (deleted.speaker, deleted.tags, deleted.idempotency_key) == (None, (), None)
     assert store.search(alice, "garden") == []
     assert store.list_records(alice) == []
     assert [e.type for e in store.events(alice, record_id=rec.id)][-1] == "record.deleted"
@@ -124,6 +133,17 @@ def test_idempotency_key_writes_once(store: Store, alice: Principal) -> None:
     b = store.add(alice, RecordDraft(text="fact one again", idempotency_key="s1:3:0"))
     assert a == b
     assert len(store.list_records(alice)) == 1
+
+
+def test_deleting_a_record_releases_its_idempotency_key(store: Store, alice: Principal) -> None:
+    """After a delete, an add with the deleted record's key writes a new, live record."""
+    first = store.add(alice, RecordDraft(text="prefers tea", idempotency_key="pref:drink"))
+    store.delete(alice, first.id)
+    again = store.add(alice, RecordDraft(text="prefers coffee", idempotency_key="pref:drink"))
+    assert again.id != first.id and again.lifecycle is LifecycleState.ACTIVE
+    assert [r.text for r in store.list_records(alice)] == ["prefers coffee"]
+    retried = store.add(alice, RecordDraft(text="prefers coffee", idempotency_key="pref:drink"))
+    assert retried == again
 
 
 def test_conflict_links_are_symmetric(store: Store, alice: Principal) -> None:
