@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 import anyio
 import structlog
@@ -54,7 +54,7 @@ from retold._records import (
     UtcDatetime,
     scope_id,
 )
-from retold._store import SQLiteStore, Writer
+from retold._store import SQLiteStore, Store, WriteTx
 from retold._tokens import TokenCounter, token_counter
 from retold._turn_input import check_chat_turn
 from retold._typing import Retriever
@@ -214,7 +214,7 @@ class MemoryChat:
     def __init__(
         self,
         *,
-        store: SQLiteStore,
+        store: Store,
         model: ChatAdapter | CallbackModel | Callable[[Sequence[ChatMessage]], Any],
         memory_mode: MemoryMode = "utility_aware",
         trigger_mode: TriggerMode = "tool_only",
@@ -301,7 +301,7 @@ class MemoryChat:
     def from_bundle(
         cls,
         *,
-        store: SQLiteStore,
+        store: Store,
         bundle: Any = "offline-reference",
         model: Any = None,
         responder: Callable[[Sequence[ChatMessage]], Any] | None = None,
@@ -552,8 +552,10 @@ class MemoryChat:
         if self.extractor is None:
             return None
         session_id = scope_id("session_id", session_id)
+        # extract_session runs on any Store; its annotation names SQLiteStore because its
+        # module's source is hashed into the offline bundles' manifests.
         result = await extract_session(
-            self.store, scope, session_id, self.extractor, user=self.user_name
+            cast(SQLiteStore, self.store), scope, session_id, self.extractor, user=self.user_name
         )
         if self.activation is not None:
             for record_id in result.written:
@@ -589,7 +591,7 @@ def _reply_turn(user: TranscriptTurn, response: str, now: datetime) -> Transcrip
     )
 
 
-def _write_turns(store: SQLiteStore, scope: Principal, turns: Sequence[TranscriptTurn]) -> None:
+def _write_turns(store: Store, scope: Principal, turns: Sequence[TranscriptTurn]) -> None:
     """Write a turn's transcript rows in one transaction (all or none)."""
     try:
         with store.write(tenant=scope.tenant) as w:
@@ -630,7 +632,7 @@ class _TurnAudit(AuditLog):
         store, scope = self.store, decision.scope
         reply = _reply_turn(user, decision.response, store.clock()) if decision.response else None
 
-        def also(w: Writer) -> None:
+        def also(w: WriteTx) -> None:
             store.insert_turn(w, scope, user)
             if reply is not None:
                 store.insert_turn(w, scope, reply)
@@ -669,7 +671,7 @@ def _messages(
 
 
 def _log_search(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     session_id: str,
     turn_index: int,

@@ -59,7 +59,7 @@ from retold._errors import BundleMismatchError, UsageError
 from retold._extraction import Extractor, OfflineExtractor
 from retold._policies import AdmissionPolicy, GapPolicy
 from retold._retrieval import HybridRetriever, RetrievalConfig
-from retold._store import SQLiteStore
+from retold._store import Store
 from retold._typing import Embedder
 
 from ._identity import component_entry, resource_sha256
@@ -348,7 +348,7 @@ class PolicyBundle:
         """
         return shared_embedder() if self.name == LOCAL else None
 
-    def retriever(self, store: SQLiteStore) -> HybridRetriever:
+    def retriever(self, store: Store) -> HybridRetriever:
         """The retriever every measured run of this bundle used, over ``store``."""
         return HybridRetriever(store, config=self.retrieval_config, embedder=self.embedder())
 

@@ -76,7 +76,7 @@ from ._records import (
     Record,
     WriteOrigin,
 )
-from ._store import SQLiteStore
+from ._store import Store
 
 __all__ = [
     "ActivationOutcome",
@@ -155,7 +155,7 @@ class ActivationPolicy:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         classifier: ActivationClassifier,
         *,
         timeout_s: float = 5.0,

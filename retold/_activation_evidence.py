@@ -34,7 +34,7 @@ from ._records import (
     SourceType,
     TranscriptTurn,
 )
-from ._store import SQLiteStore
+from ._store import Store
 
 __all__ = [
     "VerifiedEvidence",
@@ -62,7 +62,7 @@ class VerifiedEvidence(BaseModel):
 # -- store-backed checks ----------------------------------------------------------------
 
 
-def _load(store: SQLiteStore, scope: Principal, ids: Collection[str]) -> dict[str, Record]:
+def _load(store: Store, scope: Principal, ids: Collection[str]) -> dict[str, Record]:
     found: dict[str, Record] = {}
     for rid in sorted(set(ids)):
         rec = store.get(scope, rid)
@@ -71,7 +71,7 @@ def _load(store: SQLiteStore, scope: Principal, ids: Collection[str]) -> dict[st
     return found
 
 
-def unresolved_conflicts(store: SQLiteStore, scope: Principal, record: Record) -> list[str]:
+def unresolved_conflicts(store: Store, scope: Principal, record: Record) -> list[str]:
     """Ids of live records in conflict with ``record`` (linked in either direction).
 
     A conflict is resolved once either side stops being live (superseded, deleted,
@@ -92,7 +92,7 @@ def unresolved_conflicts(store: SQLiteStore, scope: Principal, record: Record) -
     return sorted(rid for rid, other in others.items() if other.is_live(now))
 
 
-def _latest_review_resolution(store: SQLiteStore, scope: Principal, record_id: str) -> str | None:
+def _latest_review_resolution(store: Store, scope: Principal, record_id: str) -> str | None:
     _ensure_schema(store)
     rows = store.query(
         "SELECT resolution FROM activation_reviews WHERE tenant = ? AND principal = ? "
@@ -102,7 +102,7 @@ def _latest_review_resolution(store: SQLiteStore, scope: Principal, record_id: s
     return str(rows[0]["resolution"]) if rows else None
 
 
-def check_eligibility(store: SQLiteStore, scope: Principal, record: Record) -> list[str]:
+def check_eligibility(store: Store, scope: Principal, record: Record) -> list[str]:
     """Every failed eligibility check for ``record`` (empty when eligible), in a fixed order.
 
     The attribute slug is deliberately not consulted.
@@ -133,7 +133,7 @@ def check_eligibility(store: SQLiteStore, scope: Principal, record: Record) -> l
 
 
 def _candidate_turns(
-    store: SQLiteStore, scope: Principal, record: Record
+    store: Store, scope: Principal, record: Record
 ) -> tuple[list[TranscriptTurn], dict[str, list[TranscriptTurn]]]:
     """Turns to search, in a fixed order: the cited turns, then their sessions and the
     record's session; with neither, the principal's latest user turns. Also returns the
@@ -177,9 +177,7 @@ def _next_own_turn(
     return following if following is not None and _is_principal_turn(following, scope) else None
 
 
-def verify_evidence(
-    store: SQLiteStore, scope: Principal, record: Record
-) -> VerifiedEvidence | None:
+def verify_evidence(store: Store, scope: Principal, record: Record) -> VerifiedEvidence | None:
     """Find the principal's own turn that directly states ``record`` (None when there is none).
 
     Only user turns whose speaker is the principal (or unset) are searched; the record's
@@ -219,7 +217,7 @@ def verify_evidence(
 
 
 def confirmed_evidence(
-    store: SQLiteStore, scope: Principal, records: Sequence[Record]
+    store: Store, scope: Principal, records: Sequence[Record]
 ) -> dict[str, EvidenceRef]:
     """The records among ``records`` that are *confirmed*, with their evidence turn.
 

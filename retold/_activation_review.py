@@ -29,7 +29,7 @@ from ._records import (
     WriteOrigin,
     utc,
 )
-from ._store import SQLiteStore, iso
+from ._store import Store, iso
 
 __all__ = [
     "ReviewBacklog",
@@ -119,7 +119,7 @@ class ReviewQueue:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         *,
         categories: Collection[str] = ACTIVATION_CATEGORIES,
         id_factory: Callable[[], str] | None = None,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from ._errors import UsageError
 from ._records import EpistemicState, RecordKind
-from ._store import SQLiteStore
+from ._store import Store
 
 __all__ = [
     "ACTIVATION_CATEGORIES",
@@ -69,7 +69,7 @@ _ACTIVATION_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def _ensure_schema(store: SQLiteStore) -> None:
+def _ensure_schema(store: Store) -> None:
     store.ensure_schema("activation", _ACTIVATION_MIGRATIONS)
 
 

@@ -31,7 +31,7 @@ from ._records import (
     Record,
     SourceType,
 )
-from ._store import SQLiteStore
+from ._store import Store
 
 __all__ = []
 
@@ -164,7 +164,7 @@ def _takes_back(sentence: str, old_topic: set[str]) -> bool:
     return False
 
 
-def _direct_claim(store: SQLiteStore, scope: Principal, record: Record) -> _Claim | None:
+def _direct_claim(store: Store, scope: Principal, record: Record) -> _Claim | None:
     """The record's host-verified claim with its position, when it is a direct statement."""
     if (
         record.kind not in SEMANTIC_KINDS
@@ -183,9 +183,7 @@ def _direct_claim(store: SQLiteStore, scope: Principal, record: Record) -> _Clai
     return _Claim(text=evidence.claim, order=order)
 
 
-def _live_preference_candidates(
-    store: SQLiteStore, scope: Principal, *, exclude: str
-) -> list[Record]:
+def _live_preference_candidates(store: Store, scope: Principal, *, exclude: str) -> list[Record]:
     """Live direct semantic records of the principal that may withdraw or be withdrawn."""
     now = store.clock()
     out: list[Record] = []

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal
-from ._store import SQLiteStore, Writer, iso
+from ._store import Store, WriteTx, iso
 
 if TYPE_CHECKING:
     from ._orchestrator import TurnMemoryDecision
@@ -248,7 +248,7 @@ def _session_key(d: TurnMemoryDecision) -> SessionKey:
 class DecisionWriter:
     """The store's turn-decision writer: a bounded queue drained by one thread (see module doc).
 
-    One per :class:`SQLiteStore` (``AuditLog`` finds it with :meth:`SQLiteStore.shared`), so
+    One per store (``AuditLog`` finds it with the store's ``shared``), so
     every orchestrator over a store shares its queue, order and failures. The thread is not
     a daemon: a process exiting normally writes what is queued first.
 
@@ -256,7 +256,7 @@ class DecisionWriter:
         written / failed: rows written, and rows that could not be written, so far.
     """
 
-    def __init__(self, store: SQLiteStore, *, max_pending: int = _MAX_PENDING) -> None:
+    def __init__(self, store: Store, *, max_pending: int = _MAX_PENDING) -> None:
         self.store = store
         self.max_pending = max_pending
         self.written = 0
@@ -274,12 +274,12 @@ class DecisionWriter:
         self._configs: set[bytes] = set()
         # Rows a caller writes in the same transaction as a decision (MemoryChat: the
         # turn's user row and reply), by sequence number.
-        self._also: dict[int, Callable[[Writer], None]] = {}
+        self._also: dict[int, Callable[[WriteTx], None]] = {}
 
     # -- the turn's side ------------------------------------------------------------------
 
     def submit(
-        self, decision: TurnMemoryDecision, also: Callable[[Writer], None] | None = None
+        self, decision: TurnMemoryDecision, also: Callable[[WriteTx], None] | None = None
     ) -> int | None:
         """Hand ``decision`` over; returns its sequence number, or None when the queue is full.
 
@@ -555,7 +555,7 @@ def _search_rows(d: TurnMemoryDecision, created: str | None) -> list[dict[str, A
 
 
 class AuditLog:
-    """Reads and writes the audit tables of one :class:`SQLiteStore`.
+    """Reads and writes the audit tables of one store (SQLite or PostgreSQL).
 
     Turn decisions go through the store's :class:`DecisionWriter` (``submit`` hands one
     over without waiting; ``write_decision`` waits for it). Every other method is blocking;
@@ -563,7 +563,7 @@ class AuditLog:
     rows already handed over, so a reader sees every decision made before it asked.
     """
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         store.ensure_schema("audit", _AUDIT_MIGRATIONS)
         shared = getattr(store, "shared", None)

@@ -54,7 +54,7 @@ from ._open import scratch_store
 from ._packing import PackingConfig, pack
 from ._records import Candidate, Principal, ProfileBlock, RecordDraft, RecordKind, SourceType
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
-from ._store import SQLiteStore
+from ._store import SQLiteStore, Store
 from ._tokens import TokenCounter, token_counter
 from ._typing import Embedder
 
@@ -118,7 +118,7 @@ def _evidence_ids(evidence: Sequence[Any]) -> list[str]:
     return ids
 
 
-def _ingest(store: SQLiteStore, scope: Principal, sample: dict[str, Any]) -> dict[str, str]:
+def _ingest(store: Store, scope: Principal, sample: dict[str, Any]) -> dict[str, str]:
     """Store every turn of one sample; returns dia_id -> record id."""
     ids: dict[str, str] = {}
     conversation = sample["conversation"]
@@ -166,7 +166,7 @@ def _tool_fetch(limit: int) -> int:
 
 async def _orchestrator_candidates(
     retriever: HybridRetriever,
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     question: str,
     cap: int,
@@ -178,7 +178,7 @@ async def _orchestrator_candidates(
     if planner is None:
         queries = [question]
     else:
-        inventory = await anyio.to_thread.run_sync(store_inventory, store, scope)
+        inventory = await anyio.to_thread.run_sync(store_inventory, cast(SQLiteStore, store), scope)
         decision = planner.plan(question, None, ProfileBlock.empty(), inventory)
         if inspect.isawaitable(decision):
             decision = await decision
@@ -197,7 +197,7 @@ async def run_evidence(
     data: Sequence[dict[str, Any]],
     *,
     budget: int,
-    store: SQLiteStore,
+    store: Store,
     config: RetrievalConfig,
     packing: PackingConfig,
     counter: TokenCounter,
@@ -434,8 +434,7 @@ def _main(args: argparse.Namespace) -> int:
     # does not break ties by id, but the packer and the dense stage's row limit do at their
     # edges.
     ids = (f"r{n:012d}" for n in itertools.count(1))
-    with scratch_store(args.db, "evidence.db", id_factory=lambda: next(ids)) as opened:
-        store = cast(SQLiteStore, opened)  # components take the Store protocol's subset
+    with scratch_store(args.db, "evidence.db", id_factory=lambda: next(ids)) as store:
         report = anyio.run(
             lambda: run_evidence(
                 data,

@@ -63,7 +63,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -78,7 +78,7 @@ from ._orchestrator import (
 )
 from ._records import Candidate, Principal, ProfileBlock, Record, RecordDraft, RecordKind
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
-from ._store import SQLiteStore
+from ._store import SQLiteStore, Store
 from ._vectors import ensure_vectors
 from .testing._policies import (
     Behaviour,
@@ -251,7 +251,7 @@ def _hold_locks(path: str, seed: int, stop: Any, started: Any, holds: Any) -> No
 
 
 def _orchestrator(
-    store: SQLiteStore,
+    store: Store,
     gap: Any,
     admission: Any,
     audit: AuditLog,
@@ -355,7 +355,7 @@ def _r(value: float | None) -> float | None:
 
 
 class _Bench:
-    def __init__(self, store: SQLiteStore, retriever: Any, admit: list[str], seed: int) -> None:
+    def __init__(self, store: Store, retriever: Any, admit: list[str], seed: int) -> None:
         self.store = store
         self.audit = AuditLog(store)
         self.timer = _TimedRetriever(retriever)
@@ -455,9 +455,9 @@ class _Bench:
                 target["output"] = _huge_admission()
         elif fault == "slow_inventory":
 
-            def slow(store: SQLiteStore, scope: Principal) -> list[str]:
+            def slow(store: Store, scope: Principal) -> list[str]:
                 time.sleep(0.5)
-                return store_inventory(store, scope)
+                return store_inventory(cast(SQLiteStore, store), scope)
 
             extra["inventory_fn"] = slow
         gap_cls = SyncScriptedGapPolicy if sync else ScriptedGapPolicy
@@ -524,9 +524,7 @@ class _Bench:
             return await _gather(turns, concurrency, job, self.pauses)
 
 
-def _populate(
-    store: SQLiteStore, records: int, *, embedder: HashingEmbedder | None
-) -> list[Record]:
+def _populate(store: Store, records: int, *, embedder: HashingEmbedder | None) -> list[Record]:
     """Write ``records`` records for each of two principals (and their vectors).
 
     Returns the bench principal's first eight records.
@@ -556,7 +554,7 @@ def _populate(
 
 
 async def _run(
-    store: SQLiteStore,
+    store: Store,
     retriever: Any,
     records: list[Record],
     turns: int,

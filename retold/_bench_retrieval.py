@@ -85,7 +85,7 @@ import random
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import numpy as np
@@ -96,7 +96,7 @@ from ._open import scratch_store
 from ._packing import PackingConfig, pack
 from ._records import Principal, RecordDraft, RecordKind
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities, query_terms
-from ._store import SQLiteStore
+from ._store import Store
 from ._tokens import token_counter
 from ._vectors import ensure_vectors
 
@@ -196,7 +196,7 @@ class SyntheticEmbedder:
 def run_retrieval_bench(
     n: int,
     *,
-    store: SQLiteStore,
+    store: Store,
     queries: int = 200,
     budget: int = 4096,
     seed: int = 7,
@@ -409,17 +409,17 @@ def register(sub: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    with scratch_store(args.db, "retrieval.db") as opened:
+    with scratch_store(args.db, "retrieval.db") as store:
         report = run_retrieval_bench(
             args.records,
-            store=cast(SQLiteStore, opened),  # the Store protocol's subset is used
+            store=store,
             queries=args.queries,
             budget=args.budget,
             dense=args.dense,
             candidates=args.candidates,
             principals=args.principals,
         )
-        report["store"] = opened.dialect
+        report["store"] = store.dialect
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:

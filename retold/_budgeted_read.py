@@ -20,7 +20,7 @@ from ._errors import UsageError
 from ._records import Principal, Record
 from ._retrieval import HybridRetriever, RetrievalConfig, _columns, _live_filter
 from ._retrieval_sql import retrieval_sql
-from ._store import SQLiteStore, _row_to_record
+from ._store import Store, _row_to_record
 from ._tokens import TokenCounter
 
 __all__ = ["BudgetedList", "BudgetedReader"]
@@ -62,7 +62,7 @@ class BudgetedReader:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         counter: TokenCounter,
         *,
         retriever: HybridRetriever | None = None,

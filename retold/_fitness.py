@@ -760,7 +760,7 @@ async def _run_scenario(pipe: _Pipeline, scenario: Scenario, run: RunName) -> Pr
         _discard(store.path)
 
 
-def _retriever(bundle: FitnessBundle, store: SQLiteStore) -> Any:
+def _retriever(bundle: FitnessBundle, store: Store) -> Any:
     """The bundle's own retriever (``local`` searches by meaning too), else the default one."""
     build = getattr(bundle, "retriever", None)
     if callable(build):
@@ -774,7 +774,7 @@ def _discard(path: str) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def _promoted_categories(store: SQLiteStore, scope: Principal) -> dict[str, str]:
+def _promoted_categories(store: Store, scope: Principal) -> dict[str, str]:
     """The category each record was last moved to ambient with (``record.activation_changed``)."""
     out: dict[str, str] = {}
     for ev in store.events(scope, type=EV_CHANGED):

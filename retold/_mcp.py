@@ -19,7 +19,7 @@ from ._activation_review import ReviewQueue
 from ._errors import InvalidInputError
 from ._records import Principal
 from ._retrieval import HybridRetriever
-from ._store import SQLiteStore
+from ._store import Store
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -31,7 +31,7 @@ MCP_SESSION_ID = "mcp"
 
 
 def build_mcp_server(
-    store: SQLiteStore, scope: Principal, *, bundle: str = "offline-reference"
+    store: Store, scope: Principal, *, bundle: str = "offline-reference"
 ) -> MCPServer:
     """An MCP server exposing ``memory_search`` and ``review_queue`` for ``scope``.
 

@@ -71,7 +71,7 @@ from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
 from ._retrieval import HybridRetriever
 from ._retrieval_sql import retrieval_sql
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, SQLiteStore, Store, _row_to_record, iso
 from ._turn_input import check_prepare_turn
 from ._typing import Retriever
 
@@ -149,7 +149,7 @@ class Generation:
 GenerateFn = Callable[[GenerationRequest], Any]
 """A host generation callback: sync or async, returning ``str`` or :class:`Generation`."""
 
-InventoryFn = Callable[[SQLiteStore, Principal], Sequence[str]]
+InventoryFn = Callable[[Store, Principal], Sequence[str]]
 
 
 class SearchRecord(BaseModel):
@@ -277,11 +277,13 @@ _INVENTORY_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def ensure_inventory_index(store: SQLiteStore) -> None:
+def ensure_inventory_index(store: Store) -> None:
     """Create the index :func:`store_inventory` reads (idempotent)."""
     store.ensure_schema("inventory", _INVENTORY_MIGRATIONS)
 
 
+# Runs on any Store. Its source is part of every bundle's manifest, so its annotation stays as
+# recorded: editing it would void every fitness result recorded for the bundles.
 def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
     """The default inventory: gap categories the principal's live conditional records cover.
 
@@ -670,7 +672,7 @@ class UtilityAwareOrchestrator:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         config: UtilityAwareConfig | None = None,
         *,
         gap_policy: GapPolicy | None = None,
@@ -704,7 +706,7 @@ class UtilityAwareOrchestrator:
         self.gap_policy = gap_policy if cfg.gap_enabled else None
         self.admission_policy = admission_policy if cfg.admission_enabled else None
         self._clock = clock
-        self._inventory_fn: InventoryFn = inventory_fn or store_inventory
+        self._inventory_fn = inventory_fn or cast(InventoryFn, store_inventory)
         if self._inventory_fn is store_inventory and self.gap_policy is not None:
             ensure_inventory_index(store)
         self.serving_model = serving_model
@@ -1054,8 +1056,8 @@ class UtilityAwareOrchestrator:
                 raw: Sequence[str]
                 if fn is store_inventory:
                     try:
-                        if not hasattr(self.store, "query_inline"):
-                            raise _NotInline
+                        if not isinstance(self.store, SQLiteStore):
+                            raise _NotInline  # only SQLite reads on the event loop
                         inline = cast(SQLiteStore, _InlineReads(self.store))
                         raw = store_inventory(inline, t.scope)
                     except _NotInline:  # a lock was busy or the read was slow

@@ -50,7 +50,7 @@ from ._records import (
     utc,
 )
 from ._render import quote_text
-from ._store import SQLiteStore, iso
+from ._store import Store, iso
 from ._tokens import TokenCounter, token_counter
 
 __all__ = ["PROFILE_HEADER", "ProfileAssembler", "ProfileEntry", "render_profile"]
@@ -145,7 +145,7 @@ class ProfileAssembler:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         *,
         max_records: int = 8,
         token_budget: int = 400,

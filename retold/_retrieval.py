@@ -75,7 +75,7 @@ from ._retrieval_index import (
     index_scope,
 )
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
-from ._store import _RECORD_COLUMNS, SQLiteStore, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, Store, _row_to_record, iso
 from ._typing import Embedder, Reranker
 from ._vectors import (
     DEFAULT_PROBE,
@@ -558,7 +558,7 @@ def _columns(alias: str) -> str:
 
 # Per store and scope: (entity watermark, record count, speaker name words).
 _SCOPE_STATS: weakref.WeakKeyDictionary[
-    SQLiteStore, dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
+    Store, dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
 ] = weakref.WeakKeyDictionary()
 
 
@@ -669,7 +669,7 @@ class HybridRetriever:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         *,
         config: RetrievalConfig | None = None,
         embedder: Embedder | None = None,

@@ -30,7 +30,7 @@ from ._lexicon import FUNCTION_WORDS as _STOPWORDS
 from ._lexicon import introductions, noun_singular
 from ._records import Principal
 from ._retrieval_sql import RetrievalSQL, retrieval_sql
-from ._store import SQLiteStore
+from ._store import Store
 
 __all__ = ["ensure_retrieval_schema", "extract_entities", "index_entities", "index_scope"]
 
@@ -191,12 +191,12 @@ _RETRIEVAL_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def ensure_retrieval_schema(store: SQLiteStore) -> None:
+def ensure_retrieval_schema(store: Store) -> None:
     """Create (or migrate) the retrieval component's tables; idempotent."""
     store.ensure_schema("retrieval", _RETRIEVAL_MIGRATIONS)
 
 
-def index_entities(store: SQLiteStore, scope: Principal) -> int:
+def index_entities(store: Store, scope: Principal) -> int:
     """Index the entity names and the introductions by relation ("my brother Luis") of
     records written since the last call; returns how many records were read.
 
@@ -238,7 +238,7 @@ def _stage_key(stage: str) -> str:
     return f"{stage}@{_INDEX_STAGES[stage]}"
 
 
-def index_scope(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
+def index_scope(store: Store, scope: Principal) -> tuple[int, int]:
     """:func:`index_entities`, returning (records read now, the entity watermark after).
 
     Each table has its own watermark, so one added later (the relation table) or read
@@ -275,7 +275,7 @@ def index_scope(store: SQLiteStore, scope: Principal) -> tuple[int, int]:
     return read, max(last, marks["entity"])
 
 
-def _watermarks(store: SQLiteStore, scope: Principal) -> dict[str, int]:
+def _watermarks(store: Store, scope: Principal) -> dict[str, int]:
     """Each stage's watermark at its current version (a stage not started is absent)."""
     keys = {_stage_key(stage): stage for stage in _INDEX_STAGES}
     rows = store.query(
@@ -286,7 +286,7 @@ def _watermarks(store: SQLiteStore, scope: Principal) -> dict[str, int]:
     return {keys[r["stage"]]: int(r["last_rowid"]) for r in rows}
 
 
-def _start_stages(store: SQLiteStore, scope: Principal, stages: list[str]) -> None:
+def _start_stages(store: Store, scope: Principal, stages: list[str]) -> None:
     """Start ``stages`` at their current version for ``scope``, in one write: the stage's
     watermark row is created (two indexers may race; the primary key lets one) and the
     watermark an earlier version left goes with it. When there was one, the row starts
@@ -315,7 +315,7 @@ def _start_stages(store: SQLiteStore, scope: Principal, stages: list[str]) -> No
                 )
 
 
-def _clear_stage(store: SQLiteStore, dialect: RetrievalSQL, scope: Principal, stage: str) -> None:
+def _clear_stage(store: Store, dialect: RetrievalSQL, scope: Principal, stage: str) -> None:
     """Delete the scope's rows of ``stage``'s table, :data:`_CLEAR_BATCH` per committed step
     (a deadline stops it between steps), then set its watermark from clearing to 0.
 
@@ -349,7 +349,7 @@ def _clear_stage(store: SQLiteStore, dialect: RetrievalSQL, scope: Principal, st
 
 
 def _index_chunk(
-    store: SQLiteStore,
+    store: Store,
     dialect: RetrievalSQL,
     scope: Principal,
     new: list[dict[str, Any]],

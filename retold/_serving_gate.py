@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import UnfittedBundleError
-from ._store import SQLiteStore, Store, iso
+from ._store import Store, iso
 
 __all__ = [
     "MINIMUM_CASES",
@@ -212,18 +212,18 @@ def _suggested_owner() -> str:
         return "memory-team"
 
 
-def fitness_command(store: SQLiteStore, bundle_name: str | None) -> str | None:
+def fitness_command(store: Store, bundle_name: str | None) -> str | None:
     """The ``retold fitness`` command that records a result for this bundle in ``store``.
 
     None when it cannot be printed so that it works as printed: an in-memory store, or a
     bundle without a registry name.
     """
-    if not bundle_name or store.path in ("", ":memory:"):
+    if not bundle_name or store.location is None:
         return None
     parts = [
         "retold fitness",
         f"--bundle {shlex.quote(bundle_name)}",
-        f"--db {shlex.quote(os.path.abspath(store.path))}",
+        f"--db {shlex.quote(store.location)}",
         "--record",
         f"--review-owner {shlex.quote(_suggested_owner())}",
     ]
@@ -244,7 +244,7 @@ def _why(record: FitnessRecord | None) -> str:
     return f"its newest fitness result (#{record.id}) failed: " + "; ".join(failed or ["fail"])
 
 
-def require_fitness(store: SQLiteStore, bundle_sha: str, *, bundle_name: str | None = None) -> None:
+def require_fitness(store: Store, bundle_sha: str, *, bundle_name: str | None = None) -> None:
     """Refuse a bundle whose newest recorded fitness result is missing, failing, or measured
     on fewer cases than :data:`MINIMUM_CASES` (§5).
 

@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import operator
+import os
 import re
 import secrets
 import sqlite3
@@ -457,17 +458,31 @@ class Store(Protocol):
     @property
     def redactor(self) -> Redactor: ...
 
+    @property
+    def location(self) -> str | None:
+        """What ``--db`` opens this store from the command line (never with a password);
+        None for an in-memory store."""
+        ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> Store: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
-    def write(self) -> AbstractContextManager[WriteTx]: ...
+    def write(self, *, tenant: str | None = None) -> AbstractContextManager[WriteTx]:
+        """Open a write transaction; ``tenant`` picks the redaction key of its strings."""
+        ...
 
     def query(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
     ) -> list[dict[str, Any]]: ...
+
+    def query_tuples(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Like :meth:`query`, rows as plain tuples (for hot read paths)."""
+        ...
 
     def ensure_schema(self, component: str, migrations: Sequence[str]) -> None: ...
 
@@ -491,6 +506,18 @@ class Store(Protocol):
         actor: str = "host",
         also: Callable[[WriteTx], None] | None = None,
     ) -> list[Record]: ...
+
+    def insert_record(
+        self, w: Any, scope: Principal, draft: RecordDraft, *, origin: WriteOrigin, actor: str
+    ) -> Record:
+        """Insert one record inside the open transaction ``w`` (see :meth:`add`)."""
+        ...
+
+    def refuse_untrusted_ambient(
+        self, scope: Principal, drafts: Sequence[RecordDraft], *, origin: WriteOrigin, actor: str
+    ) -> None:
+        """Audit and refuse a write from extraction or a tool call that asks for ambient."""
+        ...
 
     def get(self, scope: Principal, record_id: str) -> Record | None: ...
 
@@ -539,6 +566,10 @@ class Store(Protocol):
     ) -> Record: ...
 
     def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn: ...
+
+    def insert_turn(self, w: Any, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
+        """Append one transcript turn inside the open transaction ``w`` (see :meth:`add_turn`)."""
+        ...
 
     def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None: ...
 
@@ -1190,6 +1221,13 @@ class SQLiteStore(_SharedStoreOps):
     def busy_timeout_ms(self) -> int:
         """How long a write waits for another connection's lock (outside any deadline)."""
         return self._busy_ms
+
+    @property
+    def location(self) -> str | None:
+        """The database file's absolute path; None in memory."""
+        if self.path in ("", ":memory:") or "mode=memory" in self.path:
+            return None
+        return os.path.abspath(self.path)
 
     def close(self) -> None:
         """Close the components attached with :meth:`shared` (the audit writer flushes its

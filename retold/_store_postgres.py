@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
 
@@ -727,6 +728,25 @@ class PostgresStore(_SharedStoreOps):
         """How long a write waits for another connection's lock: the ``lock_timeout``, which
         is the statement timeout (outside any deadline)."""
         return self._statement_timeout_ms
+
+    @property
+    def location(self) -> str | None:
+        """The store's URL (with ``retold_schema``) without its password, which libpq then
+        takes from ``PGPASSWORD`` or ``~/.pgpass``; None when the store was opened from a
+        key=value connection string rather than a URL."""
+        parts = urlsplit(self.url)
+        if parts.scheme.lower() not in ("postgresql", "postgres"):
+            return None
+        netloc = parts.netloc.rpartition("@")
+        if netloc[1]:
+            user = netloc[0].partition(":")[0]
+            host = f"{user}@{netloc[2]}" if user else netloc[2]
+        else:
+            host = netloc[2]
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if self.schema is not None:
+            query.append(("retold_schema", self.schema))
+        return urlunsplit(parts._replace(netloc=host, query=urlencode(query)))
 
     def _lock_for_insert(
         self, w: PostgresWriter, scope: Principal, idempotency_key: str | None

@@ -69,7 +69,7 @@ import structlog
 from ._errors import UsageError
 from ._records import Principal
 from ._retrieval_sql import retrieval_sql
-from ._store import SQLiteStore
+from ._store import Store
 from ._typing import Embedder
 
 __all__ = [
@@ -170,10 +170,10 @@ _VECTOR_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-_READY: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+_READY: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
-def ensure_vector_schema(store: SQLiteStore) -> None:
+def ensure_vector_schema(store: Store) -> None:
     """Create (or migrate) the vector tables and their deletion trigger; idempotent.
 
     Checked once per store object, so the search path does not open a transaction for it.
@@ -315,11 +315,11 @@ class _StoreCache:
 #: recently used dropped first. 100,000 vectors of 384 dimensions take about 45 MB.
 CELL_CACHE_BYTES = 128 * 1024 * 1024
 
-_CACHES: weakref.WeakKeyDictionary[SQLiteStore, _StoreCache] = weakref.WeakKeyDictionary()
+_CACHES: weakref.WeakKeyDictionary[Store, _StoreCache] = weakref.WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
 
 
-def _cache(store: SQLiteStore) -> _StoreCache:
+def _cache(store: Store) -> _StoreCache:
     with _CACHES_LOCK:
         cache = _CACHES.get(store)
         if cache is None:
@@ -327,7 +327,7 @@ def _cache(store: SQLiteStore) -> _StoreCache:
         return cache
 
 
-def _index(store: SQLiteStore, scope: Principal, model: str) -> _IndexState | None:
+def _index(store: Store, scope: Principal, model: str) -> _IndexState | None:
     """The scope's index state, or None when the scope has no vectors of ``model``.
 
     One indexed read of the generation per call; the cells' sizes and versions are read
@@ -381,7 +381,7 @@ def _index(store: SQLiteStore, scope: Principal, model: str) -> _IndexState | No
     return state
 
 
-def vector_counts(store: SQLiteStore, scope: Principal) -> dict[str, int]:
+def vector_counts(store: Store, scope: Principal) -> dict[str, int]:
     """How many vectors each embedder model has in ``scope``."""
     ensure_vector_schema(store)
     rows = store.query(
@@ -393,7 +393,7 @@ def vector_counts(store: SQLiteStore, scope: Principal) -> dict[str, int]:
 
 
 def write_vectors(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     model: str,
     record_ids: Sequence[str],
@@ -526,7 +526,7 @@ def write_vectors(
         cache.put((scope.tenant, scope.principal, model, where), version, block)
 
 
-def _in_write(store: SQLiteStore) -> bool:
+def _in_write(store: Store) -> bool:
     """Whether this thread is inside a write transaction of ``store`` (a write would join it)."""
     local = getattr(store, "_local", None)
     return getattr(local, "writer", None) is not None or getattr(local, "conn", None) is not None
@@ -547,7 +547,7 @@ def _block(ids: Sequence[str], blobs: Sequence[bytes], dims: int) -> _Block | No
 
 
 def _written_blocks(
-    store: SQLiteStore,
+    store: Store,
     w: Any,
     scope: Principal,
     model: str,
@@ -599,7 +599,7 @@ def _written_blocks(
     return out
 
 
-def _nearest_cells(store: SQLiteStore, scope: Principal, model: str, matrix: Any) -> Any:
+def _nearest_cells(store: Store, scope: Principal, model: str, matrix: Any) -> Any:
     index = _index(store, scope, model)
     if index is None or index.centroids is None or index.centroids.shape[1] != matrix.shape[1]:
         return np.zeros(len(matrix), dtype=np.int64)
@@ -695,9 +695,7 @@ def _train(w: Any, scope: Principal, model: str) -> list[tuple[int | None, int, 
     return blocks
 
 
-async def ensure_vectors(
-    store: SQLiteStore, scope: Principal, embedder: Embedder
-) -> tuple[str, ...]:
+async def ensure_vectors(store: Store, scope: Principal, embedder: Embedder) -> tuple[str, ...]:
     """Embed the records of ``scope`` written since the last call, for ``embedder.model_id``.
 
     A per-(scope, model) watermark on the records' rowid makes the no-op case one indexed
@@ -739,9 +737,7 @@ async def ensure_vectors(
     return stale
 
 
-def pending_vectors(
-    store: SQLiteStore, scope: Principal, model: str
-) -> tuple[bool, tuple[str, ...]]:
+def pending_vectors(store: Store, scope: Principal, model: str) -> tuple[bool, tuple[str, ...]]:
     """(whether records of ``scope`` wait for a ``model`` vector, the scope's other models).
 
     One indexed read when none waits: the search path calls it on every query.
@@ -752,7 +748,7 @@ def pending_vectors(
 
 
 def _pending_and_others(
-    store: SQLiteStore, scope: Principal, model: str, *, limit: int = _BATCH
+    store: Store, scope: Principal, model: str, *, limit: int = _BATCH
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """(the next batch of records to embed for ``model``, the scope's other model ids)."""
     indexes = store.query_tuples(
@@ -766,7 +762,7 @@ def _pending_and_others(
 
 
 def _blocks(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     model: str,
     wanted: Sequence[tuple[int | None, int]],
@@ -820,7 +816,7 @@ def _blocks(
 
 
 def dense_search(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     model: str,
     query_vector: Sequence[float],

@@ -40,9 +40,9 @@ WORDS = {MAYA: "Quetzalcoatl", EVE: "Brontornis"}
 async def _converse(store: Store, clock: FixedClock) -> None:
     """Both principals: a fact and a preference in session 1, asked about in session 2."""
     chat = make_chat(
-        store,  # type: ignore[arg-type]
+        store,
         extractor=OfflineExtractor(),
-        activation=ActivationPolicy(store, OfflineActivationClassifier()),  # type: ignore[arg-type]
+        activation=ActivationPolicy(store, OfflineActivationClassifier()),
     )
     for who, word in WORDS.items():
         # A host that labels its own writes with the user's words.
@@ -114,7 +114,7 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
         "turn_decisions.gaps",
     } <= maya_before
     assert maya_before == eve_before
-    decisions_before = AuditLog(store).decision_rows(tenant="acme", principal="maya")  # type: ignore[arg-type]
+    decisions_before = AuditLog(store).decision_rows(tenant="acme", principal="maya")
     assert len(decisions_before) == 3
 
     erasure = erase_principal(store, MAYA)
@@ -131,7 +131,7 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     assert store.list_records(EVE) and store.turns(EVE, "s1")
     assert store.turns(MAYA, "s1") == [] and store.next_turn_index(MAYA, "s2") == 0
     # Decisions keep their skeleton: same ids and dispositions, no gap queries.
-    after = AuditLog(store).decision_rows(tenant="acme", principal="maya")  # type: ignore[arg-type]
+    after = AuditLog(store).decision_rows(tenant="acme", principal="maya")
     assert [(d["id"], d["disposition"]) for d in after] == [
         (d["id"], d["disposition"]) for d in decisions_before
     ]

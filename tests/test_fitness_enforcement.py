@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from retold import Principal, SQLiteStore, UnfittedBundleError
+from retold import Principal, RecordDraft, SQLiteStore, Store, UnfittedBundleError, open_store
 from retold._fitness import FitnessResult, record_fitness, run_fitness
 from retold._serving_gate import MINIMUM_CASES, recorded_fitness
 from retold.adapters import MemoryChat, OfflineResponder
@@ -23,7 +23,7 @@ from .test_fitness import LEGACY, _small_set
 BUNDLE = get_bundle("offline-reference")
 
 
-def _chat(store: SQLiteStore, *, shadow: bool = False) -> MemoryChat:
+def _chat(store: Store, *, shadow: bool = False) -> MemoryChat:
     return MemoryChat.from_bundle(
         store=store,
         bundle=BUNDLE,
@@ -66,6 +66,39 @@ def test_unfitted_bundle_is_refused_live_but_runs_in_shadow(
     )
     assert expected in message
     assert _chat(store, shadow=True).orchestrator is not None
+
+
+def test_the_printed_command_reaches_the_same_store_on_every_backend(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite and PostgreSQL alike, an unfitted bundle raises UnfittedBundleError (not an
+    AttributeError), and its ``--db`` opens the very store that refused, with no password."""
+    monkeypatch.setenv("RETOLD_REVIEW_OWNER", "kim")
+    with pytest.raises(UnfittedBundleError) as caught:
+        _chat(any_store)
+    location = any_store.location
+    assert location is not None
+    assert f"--db {shlex.quote(location)} --record --review-owner kim" in str(caught.value)
+    alice = Principal(tenant="acme", principal="alice")
+    written = any_store.add(alice, RecordDraft(text="reached through the printed --db"))
+    with open_store(location, must_exist=True) as reopened:
+        assert reopened.get(alice, written.id) == written
+
+
+def test_a_postgresql_location_never_carries_the_password() -> None:
+    """The URL a command prints drops the password (libpq reads PGPASSWORD or ~/.pgpass) and
+    keeps the user, host, port, options and schema."""
+    from retold._store_postgres import PostgresStore
+
+    store = PostgresStore.__new__(PostgresStore)  # location reads only url and schema
+    store.url, store.schema = "postgresql://app:s3cr%40t@db.internal:6432/mem?sslmode=require", "t1"
+    assert store.location == (
+        "postgresql://app@db.internal:6432/mem?sslmode=require&retold_schema=t1"
+    )
+    store.url, store.schema = "postgres://:only-password@db/mem", None
+    assert store.location == "postgres://db/mem"
+    store.url = "host=db dbname=mem password=x"  # a key=value string: no URL to print
+    assert store.location is None
 
 
 def test_a_one_case_directory_never_unlocks_serving(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class FakeMonotonic:
 @dataclass
 class Env:
     gateway: Gateway
-    store: SQLiteStore
+    store: Store
     keys: KeyFile
     alice: str
     bob: str
@@ -528,7 +528,7 @@ async def test_a_postgresql_store_serves_turns_and_session_ends(
     alice, _ = keys.add("acme", "alice")
     clock = FakeMonotonic()
     async with _gateway(store, keys, loopback, clock) as gateway:
-        env = Env(gateway, store, keys, alice, alice, clock, loopback)  # type: ignore[arg-type]
+        env = Env(gateway, store, keys, alice, alice, clock, loopback)
         async with env.client(alice) as client:
             raw = await client.chat.completions.with_raw_response.create(
                 model="m",
@@ -539,7 +539,7 @@ async def test_a_postgresql_store_serves_turns_and_session_ends(
             raw.parse().choices[0].message.content
             == "echo: My dentist is Dr. Okafor on Elm Street."
         )
-        rows = AuditLog(store).decision_rows(principal="alice")  # type: ignore[arg-type]
+        rows = AuditLog(store).decision_rows(principal="alice")
         assert [r["id"] for r in rows] == [raw.headers[DECISION_HEADER]]
         async with env.raw() as http:
             ended = await http.post(

@@ -7,7 +7,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -67,23 +67,13 @@ def _check_db_path(path: Path, *, must_exist: bool) -> None:
         raise InvalidInputError("db", f"{shown} is not a SQLite database")
 
 
-def open_any_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
-    """Open ``--db``: a ``postgresql://`` URL (see :func:`retold.open_store`) or a file path."""
-    if is_postgres_url(args.db):
-        return _open(args.db)
-    return open_store(args, must_exist=must_exist)
+def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
+    """Open ``--db``: a ``postgresql://`` URL (see :func:`retold.open_store`) or a file path.
 
-
-def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> SQLiteStore:
-    """Open ``--db`` (file path or ``postgresql://`` URL) for the store-typed commands.
-
-    A path that cannot hold a Retold store is an error naming ``db``. A PostgreSQL URL opens
-    a PostgresStore: the profile, review, decisions and fitness components are annotated
-    with ``SQLiteStore`` but use only the :class:`Store` protocol, so the cast holds at run
-    time.
+    A path that cannot hold a Retold store is an error naming ``db``.
     """
     if is_postgres_url(args.db):
-        return cast(SQLiteStore, _open(args.db))
+        return _open(args.db)
     path = Path(args.db)
     _check_db_path(path, must_exist=must_exist)
     try:

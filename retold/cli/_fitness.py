@@ -18,7 +18,7 @@ import anyio
 from .. import _fitness
 from .._errors import UsageError
 from ..adapters.local import OfflineResponder
-from ._common import DB_HELP, add_json, emit, open_any_store
+from ._common import DB_HELP, add_json, emit, open_store
 
 
 def default_scenarios() -> Path:
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     recorded: _fitness.FitnessRecord | None = None
     if args.record:
-        store = open_any_store(args)
+        store = open_store(args)
         try:
             recorded = _fitness.record_fitness(store, result)
         finally:

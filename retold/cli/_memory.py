@@ -11,7 +11,7 @@ from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
-from ._common import add_db, add_json, add_scope, emit, open_any_store, scope_of
+from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
 from ._common import open_store as open_component_store
 
 
@@ -125,7 +125,7 @@ def _add(args: argparse.Namespace) -> int:
     if args.idempotency_key is not None and not args.idempotency_key.strip():
         raise InvalidInputError("idempotency_key", "must not be empty")
     draft = draft_from(payload)  # validated before the database is opened: bad input writes nothing
-    with open_any_store(args) as store:
+    with open_store(args) as store:
         # The principal's records before the write: to tell a retried key from a new record,
         # and to say when the same text is already stored.
         before = store.list_records(scope, lifecycle=None, include_expired=True)
@@ -169,7 +169,7 @@ def _list(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     if args.limit is not None and args.limit < 0:
         raise InvalidInputError("limit", "must be >= 0")
-    with open_any_store(args, must_exist=True) as store:
+    with open_store(args, must_exist=True) as store:
         if args.all:
             records = store.list_records(
                 scope, lifecycle=None, include_expired=True, limit=args.limit
@@ -186,7 +186,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     scope = scope_of(args)
-    with open_any_store(args, must_exist=True) as store:
+    with open_store(args, must_exist=True) as store:
         record = store.delete(scope, args.id, actor="cli")
     if args.json:
         emit(record.model_dump(mode="json"))
@@ -201,7 +201,7 @@ def _erase(args: argparse.Namespace) -> int:
         raise UsageError(
             f"erasing {scope.tenant}/{scope.principal} cannot be undone: pass --yes to confirm"
         )
-    with open_any_store(args, must_exist=True) as store:
+    with open_store(args, must_exist=True) as store:
         erasure = erase_principal(store, scope, actor="cli")
     if args.json:
         emit(erasure.model_dump(mode="json"))
@@ -213,7 +213,7 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
-    with open_any_store(args, must_exist=True) as store:
+    with open_store(args, must_exist=True) as store:
         store.vacuum()
         dialect = store.dialect
     if args.json:

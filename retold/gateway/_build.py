@@ -10,7 +10,7 @@ import httpx
 
 from retold._errors import UsageError
 from retold._keys import KeyFile
-from retold._store import SQLiteStore
+from retold._store import Store
 from retold.adapters import AnthropicChatAdapter, ChatAdapter, OpenAIChatAdapter, RetryPolicy
 from retold.adapters.chat import MemoryChat
 
@@ -27,7 +27,7 @@ Provider = Literal["openai", "anthropic"]
 
 def build_gateway(
     *,
-    store: SQLiteStore,
+    store: Store,
     keys: KeyFile,
     bundle: str,
     live: bool,

@@ -32,7 +32,7 @@ from .._policies import (
     ReasonCode,
 )
 from .._records import Candidate, Principal, ProfileBlock, Record
-from .._store import SQLiteStore
+from .._store import Store
 
 __all__ = [
     "UNSET",
@@ -390,9 +390,7 @@ class HashingEmbedder:
 class StoreRetriever:
     """A retriever over the real store's scope- and lifecycle-filtered BM25 search."""
 
-    def __init__(
-        self, store: SQLiteStore, *, behaviour: Behaviour | None = None, **knobs: Any
-    ) -> None:
+    def __init__(self, store: Store, *, behaviour: Behaviour | None = None, **knobs: Any) -> None:
         self.store = store
         self.behaviour = behaviour or Behaviour(**knobs)
         self.calls: list[tuple[Principal, str, str | None, int]] = []
