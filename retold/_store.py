@@ -1186,9 +1186,8 @@ class SQLiteStore(_SharedStoreOps):
         self._busy_ms = int(busy_timeout_ms)
         self._local = threading.local()
         self._closed = False
-        memory = self.path in ("", ":memory:") or "mode=memory" in self.path
         # ``:memory:`` is private to its connection, so such a store reads on its only one.
-        self._readers: list[sqlite3.Connection] | None = None if memory else []
+        self._readers: list[sqlite3.Connection] | None = None if self.location is None else []
         # The event loop's own reads (query_inline) never wait for a lock: their connections
         # are opened with the busy handler off, so no read toggles it.
         self._inline_readers: list[sqlite3.Connection] = []
