@@ -7,11 +7,11 @@ session profile snapshots, in reviewers' notes and in extraction failure details
 :func:`erase_principal` removes all of them for one ``(tenant, principal)`` in one write
 transaction, on SQLite and PostgreSQL alike; a failure rolls all of it back.
 
-What stays is content-free: each record's row (lifecycle ``deleted``, text empty), the
-turn decisions' skeleton (ids, dispositions, timings, hashes), the review items' outcome
-and the append-only ``events`` log, which records ids, kinds, reasons and attribute keys,
-never a record's text. Vector index centroids of the scope stay too (its vectors go with
-the records, by the purge trigger).
+What stays is content-free: each record's row (lifecycle ``deleted``; text, tags and key
+empty), the turn decisions' skeleton (ids, dispositions, timings, hashes), the review
+items' outcome and the append-only ``events`` log, which records ids, kinds, reasons and
+attribute keys, never a record's text. Vector index centroids of the scope stay too (its
+vectors go with the records, by the purge trigger).
 
 This module sits above the store and every component whose tables it erases (the store
 does not know their tables); nothing below imports it.
@@ -115,9 +115,9 @@ class Erasure(BaseModel):
 def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> Erasure:
     """Erase every stored copy of ``scope``'s words, in one transaction.
 
-    Every record of the principal is deleted as :meth:`Store.delete` deletes one (text
-    erased, lexical index entry, entity names and vectors purged, a ``record.deleted``
-    event each); their transcript turns, profile snapshots and extraction progress are
+    Every record of the principal is deleted as :meth:`Store.delete` deletes one (text,
+    speaker and tags erased, idempotency key released, lexical index entry, entity names
+    and vectors purged, a ``record.deleted`` event each); their transcript turns, profile snapshots and extraction progress are
     removed; the audit keeps each turn decision and search but loses the queries, the
     contexts and the gap queries; reviewers' notes and extraction failure details are
     blanked. One ``principal.erased`` event records the counts.

@@ -737,12 +737,9 @@ class PostgresStore(_SharedStoreOps):
         parts = urlsplit(self.url)
         if parts.scheme.lower() not in ("postgresql", "postgres"):
             return None
-        netloc = parts.netloc.rpartition("@")
-        if netloc[1]:
-            user = netloc[0].partition(":")[0]
-            host = f"{user}@{netloc[2]}" if user else netloc[2]
-        else:
-            host = netloc[2]
+        host = parts.netloc.rpartition("@")[2]
+        if parts.username:
+            host = f"{parts.username}@{host}"
         query = parse_qsl(parts.query, keep_blank_values=True)
         if self.schema is not None:
             query.append(("retold_schema", self.schema))
