@@ -10,8 +10,14 @@ transaction, on SQLite and PostgreSQL alike; a failure rolls all of it back.
 What stays is content-free: each record's row (lifecycle ``deleted``; text, tags and key
 empty), the turn decisions' skeleton (ids, dispositions, timings, hashes), the review
 items' outcome and the append-only ``events`` log, which records ids, kinds, reasons and
-attribute keys, never a record's text. Vector index centroids of the scope stay too (its
-vectors go with the records, by the purge trigger).
+attribute keys, never a record's text.
+
+Dense vectors go with their records (the purge trigger); the scope's vector index goes too:
+its cell centroids are means of the principal's vectors (a small cell's centroid is one
+record's vector), so the cells are deleted and the index is reset to untrained, with its
+generation moved so that no process's cache serves a cell it read before. Once the
+transaction commits, this process's own caches of the scope (vector cells, retrieval's
+speaker names, shared record objects) are dropped too.
 
 This module sits above the store and every component whose tables it erases (the store
 does not know their tables); nothing below imports it.
@@ -29,7 +35,9 @@ from ._audit import _AUDIT_MIGRATIONS
 from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
 from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal
-from ._store import Store
+from ._retrieval import forget_scope_stats
+from ._store import Store, _record_from_values
+from ._vectors import _VECTOR_MIGRATIONS, forget_scope
 
 log = structlog.get_logger("retold.erasure")
 
@@ -90,6 +98,24 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
             ),
         ),
     ),
+    (
+        "vectors",
+        _VECTOR_MIGRATIONS,
+        (
+            (
+                "vector_cells",
+                "DELETE FROM vector_cells WHERE tenant = ? AND principal = ?",
+            ),
+            # Untrained, as before the first build; the generation moves past every cached
+            # cell's version (the vectors themselves went with the records).
+            (
+                "vector_indexes",
+                "UPDATE vector_indexes SET trained_count = 0, vector_count = 0, "
+                "generation = generation + 1, trained_generation = generation + 1 "
+                "WHERE tenant = ? AND principal = ? AND (trained_count != 0 OR vector_count != 0)",
+            ),
+        ),
+    ),
 )
 
 
@@ -117,8 +143,8 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
 
     Every record of the principal is deleted as :meth:`Store.delete` deletes one (text,
     speaker and tags erased, idempotency key released, lexical index entry, entity names
-    and vectors purged, a ``record.deleted`` event each); their transcript turns, profile snapshots and extraction progress are
-    removed; the audit keeps each turn decision and search but loses the queries, the
+    and vectors purged, a ``record.deleted`` event each); their transcript turns, profile
+    snapshots, extraction progress and vector index cells are removed; the audit keeps each turn decision and search but loses the queries, the
     contexts and the gap queries; reviewers' notes and extraction failure details are
     blanked. One ``principal.erased`` event records the counts.
 
@@ -140,5 +166,8 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
                 counts[table] = int(w.execute(sql, params).rowcount)
         w.step("erased")
         w.event(scope, "principal.erased", actor=actor, data={"counts": counts})
+    forget_scope(store, scope)
+    forget_scope_stats(store, scope)
+    _record_from_values.cache_clear()
     log.info("principal_erased", tenant=scope.tenant, **counts)
     return Erasure(tenant=scope.tenant, principal=scope.principal, counts=counts)

@@ -562,6 +562,15 @@ _SCOPE_STATS: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
+def forget_scope_stats(store: Store, scope: Principal) -> None:
+    """Drop this process's cached counts and speaker names of ``scope`` (after an erasure:
+    the names are the erased principal's speakers)."""
+    cache = _SCOPE_STATS.get(store)
+    if cache is not None:
+        for key in [k for k in cache if k[:2] == (scope.tenant, scope.principal)]:
+            cache.pop(key, None)
+
+
 @dataclass
 class _Hit:
     """One candidate while ranking: the plain store row, never a pydantic model."""

@@ -319,6 +319,24 @@ _CACHES: weakref.WeakKeyDictionary[Store, _StoreCache] = weakref.WeakKeyDictiona
 _CACHES_LOCK = threading.Lock()
 
 
+def forget_scope(store: Store, scope: Principal) -> None:
+    """Drop this process's cached index states and cell blocks of ``scope``, every model.
+
+    :func:`retold.erase_principal` calls it once its transaction has committed, so the
+    erased principal's vectors leave this process's memory at once; another process drops
+    its copies on the scope's next search there (the erasure moved the generation).
+    """
+    with _CACHES_LOCK:
+        cache = _CACHES.get(store)
+    if cache is None:
+        return
+    with cache.lock:
+        for key in [k for k in cache.states if k[:2] == (scope.tenant, scope.principal)]:
+            del cache.states[key]
+        for bkey in [k for k in cache.blocks if k[:2] == (scope.tenant, scope.principal)]:
+            cache.nbytes -= cache.blocks.pop(bkey)[1].nbytes
+
+
 def _cache(store: Store) -> _StoreCache:
     with _CACHES_LOCK:
         cache = _CACHES.get(store)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import retold._vectors as vectors
 from retold import (
     LifecycleState,
     Principal,
@@ -30,6 +31,7 @@ from retold.cli import main
 
 from .conftest import FixedClock, counter_ids
 from .test_chat import make_chat
+from .test_vectors import clustered
 
 MAYA = Principal(tenant="acme", principal="maya")
 EVE = Principal(tenant="acme", principal="eve")
@@ -142,6 +144,57 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     # Erasing again finds nothing left to erase.
     again = erase_principal(store, MAYA)
     assert again.total == 0 and set(again.counts) == set(counts)
+
+
+def test_erasure_removes_the_principals_vector_index(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cells' centroids (means of the principal's vectors) go with the vectors, and no
+    cache, this process's or another's, serves a cell read before the erasure."""
+    store = any_store
+    monkeypatch.setattr(vectors, "DEFAULT_PROBE", 8)  # an index from 16 vectors on
+    ids: dict[Principal, list[str]] = {}
+    for who, word in WORDS.items():
+        ids[who] = [store.add(who, RecordDraft(text=f"{word} {i}")).id for i in range(40)]
+        vecs = clustered(40)
+        for at in range(0, 40, 10):
+            vectors.write_vectors(store, who, "m1", ids[who][at : at + 10], vecs[at : at + 10])
+    other = vectors._StoreCache()  # another process's cache, warm before the erasure
+    monkeypatch.setitem(vectors._CACHES, store, other)
+    for who in WORDS:
+        assert vectors.dense_search(store, who, "m1", clustered(40)[5], 3)[0][0] == ids[who][5]
+    mine = vectors._StoreCache()
+    monkeypatch.setitem(vectors._CACHES, store, mine)
+    for who in WORDS:
+        vectors.dense_search(store, who, "m1", clustered(40)[5], 3)
+    cells_sql = (
+        "SELECT cell, centroid, size FROM vector_cells WHERE tenant = ? AND principal = ? "
+        "ORDER BY cell"
+    )
+    maya_cells = store.query(cells_sql, ["acme", "maya"])
+    eve_cells = store.query(cells_sql, ["acme", "eve"])
+    assert maya_cells and eve_cells
+
+    erasure = erase_principal(store, MAYA)
+
+    assert erasure.counts["vector_cells"] == len(maya_cells)
+    assert store.query(cells_sql, ["acme", "maya"]) == []
+    assert store.query(cells_sql, ["acme", "eve"]) == eve_cells
+    assert vectors.vector_counts(store, MAYA) == {}
+    # This process dropped the scope's cells at once; the other's were not touched yet.
+    assert not any(k[1] == "maya" for k in [*mine.states, *mine.blocks])
+    assert any(k[1] == "eve" for k in mine.blocks)
+    assert any(k[1] == "maya" for k in other.blocks)
+    # A new vector of the principal is found alone, through either cache.
+    new = store.add(MAYA, RecordDraft(text="a new note")).id
+    vectors.write_vectors(store, MAYA, "m1", [new], [clustered(40)[5]])
+    for cache in (other, mine):
+        monkeypatch.setitem(vectors._CACHES, store, cache)
+        assert [r for r, _ in vectors.dense_search(store, MAYA, "m1", clustered(40)[5], 5)] == [new]
+    assert not any(k[1] == "maya" and k[3] is not None for k in other.blocks)
+    assert vectors.dense_search(store, EVE, "m1", clustered(40)[5], 1)[0][0] == ids[EVE][5]
+    again = erase_principal(store, MAYA)
+    assert again.counts["vector_cells"] == 0 and again.counts["vector_indexes"] == 0
 
 
 @pytest.mark.anyio
