@@ -28,7 +28,10 @@ __all__ = [
     "strip_secrets",
 ]
 
-_NOT_REDACTED = r"(?!\[REDACTED:)"
+#: A value that is already a placeholder, quoted or not, is no secret: without the quote
+#: here, ``password is "[REDACTED:...]`` matched again on every pass (a new digest each
+#: time, so redacting twice changed the text).
+_NOT_REDACTED = r"(?![\"']?\[REDACTED:)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +152,9 @@ _DETECTORS: tuple[_Detector, ...] = (
         "stated_password",
         r"(?i)\b(?:password|passphrase|passcode|pin code)\s++(?:is|was|=)\s++"
         + _NOT_REDACTED
-        + r"[\"']?([^\s\"']{3,}+)",
+        # Quoted, the value runs to its closing quote (a passphrase has spaces); bare, to
+        # the first space.
+        + r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)",
         ("password", "passphrase", "passcode", "pin code"),
         1,
     ),

@@ -345,6 +345,29 @@ def test_a_key_with_more_token_glued_on_is_redacted_to_the_token_end() -> None:
     assert text[span[0] : span[1]] == "AIzaxxxxxAIza" * 16
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('my password is "hunter2-hunter2", ok?', ["hunter2"]),
+        ("the passphrase was 'correct horse battery'", ["correct", "horse", "battery"]),
+        ('My PIN code is "4417 9902" for the card', ["4417", "9902"]),
+        ('my password is "unterminated', ["unterminated"]),
+        ('api_key: "Zx9Qw8Er7Ty6Ui5O"', ["Zx9Qw8Er7Ty6Ui5O"]),
+        ("secret='Zx9 Qw8' and password='Ab12Cd34Ef'", ["Zx9", "Qw8", "Ab12Cd34Ef"]),
+    ],
+)
+def test_a_quoted_secret_is_replaced_whole_and_once(text: str, words: list[str]) -> None:
+    """A quoted value is replaced to its closing quote, quotes included (a passphrase has
+    spaces); the placeholder is no new secret, so redacting the output changes nothing,
+    and each secret's id is its own."""
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert not [w for w in words if w in out], out
+    assert "[REDACTED:" in out and r.redact(out) == out
+    ids = re.findall(r"\[REDACTED:([a-z_]+-[0-9a-f]{12})\]", out)
+    assert ids == [r.secret_id(family, text[a:b]) for a, b, family in find_secrets(text)]
+
+
 def test_a_secret_a_longer_span_hid_is_redacted_in_the_same_call() -> None:
     """ "token=..." overlaps the URL password before it, so the URL's password wins the
     first pass; the assignment after it is found once the password is replaced."""
