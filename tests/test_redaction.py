@@ -19,7 +19,7 @@ from retold import (
     SQLiteStore,
     TranscriptTurn,
 )
-from retold._redaction import find_secrets
+from retold._redaction import _ANCHORS, find_secrets
 
 from .conftest import FixedClock
 
@@ -343,6 +343,31 @@ def test_a_key_with_more_token_glued_on_is_redacted_to_the_token_end() -> None:
     assert r.redact(out) == out
     (span,) = find_secrets(text)
     assert text[span[0] : span[1]] == "AIzaxxxxxAIza" * 16
+
+
+_PLACEHOLDER = re.compile(r"[\"'\s]*\[REDACTED:[a-z_]+-[0-9a-f]{12}\]")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [*_ANCHORS, "token=", " is ", "=", ": ", '"', "'", " ", "@h.io/", "https://u:", "."]
+            + ["Zx9Qw8Er7Ty6Ui5OpLk3", "0123456789abcdefABCDEF", "hunter2", "two words"]
+            + ["my password is ", "passphrase was ", "password = ", "api_key: ", "secret="]
+        ),
+        min_size=2,
+        max_size=16,
+    )
+)
+def test_redacting_chained_anchors_reaches_a_fixpoint(pieces: list[str]) -> None:
+    """Detectors' anchors, values and quotes glued in any order: the output is redacted as
+    far as it goes (redacting it again changes nothing), and what any detector still finds
+    in it is a placeholder, never a value."""
+    r = Redactor(b"k" * 32)
+    out = r.redact("".join(pieces))
+    assert r.redact(out) == out
+    assert all(_PLACEHOLDER.fullmatch(out[a:b]) for a, b, _ in find_secrets(out)), out
 
 
 @pytest.mark.parametrize(
