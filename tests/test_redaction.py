@@ -352,9 +352,12 @@ _PLACEHOLDER = re.compile(r"[\"'\s]*\[REDACTED:[a-z_]+-[0-9a-f]{12}\]")
 @given(
     pieces=st.lists(
         st.sampled_from(
-            [*_ANCHORS, "token=", " is ", "=", ": ", '"', "'", " ", "@h.io/", "https://u:", "."]
-            + ["Zx9Qw8Er7Ty6Ui5OpLk3", "0123456789abcdefABCDEF", "hunter2", "two words"]
-            + ["my password is ", "passphrase was ", "password = ", "api_key: ", "secret="]
+            [
+                *_ANCHORS,
+                *("token=", " is ", "=", ": ", '"', "'", " ", "@h.io/", "https://u:", "."),
+                *("Zx9Qw8Er7Ty6Ui5OpLk3", "0123456789abcdefABCDEF", "hunter2", "two words"),
+                *("my password is ", "passphrase was ", "password = ", "api_key: ", "secret="),
+            ]
         ),
         min_size=2,
         max_size=16,
