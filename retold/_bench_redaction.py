@@ -49,6 +49,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "scheme_chain": _repeat("x://"),
     "assignment_names": _repeat('token="'),
     "aws_context": _repeat("aws key "),
+    "stated_openers": _repeat("password for a b c is now "),
+    "bearer_chain": _repeat("Bearer "),
     "pem_headers": _repeat("-----BEGIN "),
     "zero_width": _repeat("a\u200b"),
     "planted_secrets": _planted,

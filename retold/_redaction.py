@@ -52,14 +52,15 @@ def _d(
 
 
 def _spelled(*parts: str) -> tuple[str, ...]:
-    """Every spelling of an ``a[_-]?b`` name: ``ab``, ``a_b`` and ``a-b``."""
+    """Every spelling of an ``a[_ -]?b`` name: ``ab``, ``a_b``, ``a-b`` and ``a b``."""
     head, tail = parts
-    return (head + tail, head + "_" + tail, head + "-" + tail)
+    return (head + tail, head + "_" + tail, head + "-" + tail, head + " " + tail)
 
 
 _ASSIGNED_NAMES = (
-    r"password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
-    r"access[_-]?token|auth[_-]?token|refresh[_-]?token|bearer[_-]?token|private[_-]?key|token"
+    r"password|passwd|passphrase|pwd|secret[_ -]?key|secret|client[_ -]?secret|api[_ -]?key|"
+    r"access[_ -]?token|auth[_ -]?token|refresh[_ -]?token|bearer[_ -]?token|private[_ -]?key|"
+    r"token"
 )
 # What every one of those names contains ("client_secret" holds "secret", every token name
 # "token").
@@ -86,6 +87,25 @@ _ASSIGNED_ANCHORS = (
 # ``tests/test_redaction.py`` checks this with a property test over long adversarial
 # strings, and ``retold bench redaction`` measures it.
 _JWT_CHARS = r"[A-Za-z0-9_-]"
+# How a sentence states a password, up to its value: the name, at most four words saying
+# what it opens ("for the router", "to my bank account"), then "is"/"was"/"has been"/"'s"
+# (or "="), an optional colon, "now"/"still", and "set/changed/reset/updated to".
+_STATED = (
+    r"(?i)\b(?:password|passphrase|passcode|pin code)"
+    r"(?:\s++(?:for|of|to|on|at)(?:\s++[^\s:=]{1,30}+){1,4}?)?"
+    r"(?:['\u2019]s|\s++(?:is|was|has\s++been)|\s*+=)(?:\s*+:)?+"
+    # Possessive: a placeholder after "now" is not the chance to take "now" for the value.
+    r"(?:\s++(?:now|still)\b)?+(?:\s++(?:set|changed|reset|updated)\s++to\b)?+\s++"
+)
+# "I changed my password to ...", "set the wifi passcode to ...".
+_CHANGED_TO = (
+    r"(?i)\b(?:set|change|changed|reset|update|updated)\s++(?:(?:my|the|your|our)\s++)?"
+    r"(?:[^\s:=]{1,30}+\s++)?(?:password|passphrase|passcode|pin code)\s++to\s++"
+)
+# Quoted, the value runs to its closing quote (a passphrase has spaces); bare, to the
+# first space.
+_STATED_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)"
+_STATED_NAMES = ("password", "passphrase", "passcode", "pin code")
 _SCHEME = r"[A-Za-z0-9+.-]"
 
 _DETECTORS: tuple[_Detector, ...] = (
@@ -100,6 +120,16 @@ _DETECTORS: tuple[_Detector, ...] = (
         rf"(?<!{_JWT_CHARS})(?>{_JWT_CHARS}*?(?=\b(?i:eyj)))"
         rf"((?i:eyj){_JWT_CHARS}{{8,}}+\.(?i:eyj){_JWT_CHARS}{{8,}}+\.{_JWT_CHARS}{{8,}}+)",
         ("eyj",),
+        group=1,
+    ),
+    # An opaque token after "Bearer" (an Authorization header pasted whole): at least 16
+    # token characters, one a digit at least, so "the bearer of this letter" is prose.
+    _d(
+        "bearer_token",
+        r"\b(?i:bearer)\s++"
+        + _NOT_REDACTED
+        + r"((?=[A-Za-z._~+/-]*+[0-9])[A-Za-z0-9._~+/-]{16,}+=*+)",
+        ("bearer",),
         group=1,
     ),
     # AWS key ids are upper case by definition: a lower-cased one is not matched here (the
@@ -140,7 +170,8 @@ _DETECTORS: tuple[_Detector, ...] = (
     ),
     _d(
         "assigned_secret",
-        r"(?i)\b(?:"
+        # An environment variable's prefix counts: OPENAI_API_KEY=, DB_PASSWORD=.
+        r"(?i)(?<![A-Za-z0-9])(?:"
         + _ASSIGNED_NAMES
         + r")\b[\"']?\s*+[:=]\s*+"
         + _NOT_REDACTED
@@ -150,12 +181,14 @@ _DETECTORS: tuple[_Detector, ...] = (
     ),
     _d(
         "stated_password",
-        r"(?i)\b(?:password|passphrase|passcode|pin code)\s++(?:is|was|=)\s++"
-        + _NOT_REDACTED
-        # Quoted, the value runs to its closing quote (a passphrase has spaces); bare, to
-        # the first space.
-        + r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)",
-        ("password", "passphrase", "passcode", "pin code"),
+        _STATED + _NOT_REDACTED + _STATED_VALUE,
+        _STATED_NAMES,
+        1,
+    ),
+    _d(
+        "stated_password",
+        _CHANGED_TO + _NOT_REDACTED + _STATED_VALUE,
+        _STATED_NAMES,
         1,
     ),
 )

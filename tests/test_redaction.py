@@ -64,6 +64,7 @@ PLANTED: dict[str, tuple[str, str]] = {
     "url_password": ("db postgres://admin:" + "Sup3rS3cretPw@db.internal/app", "Sup3rS3cretPw"),
     "assigned_secret": ("config api_key=" + "Zx9Qw8Er7Ty6Ui5O", "Zx9Qw8Er7Ty6Ui5O"),
     "stated_password": ("my password is " + "CorrectHorse42", "CorrectHorse42"),
+    "bearer_token": ("Authorization: Bearer " + "x7Kq2mP9vL4nR8tW1zY6", "x7Kq2mP9vL4nR8tW1zY6"),
 }
 
 
@@ -214,6 +215,11 @@ _ADVERSARIAL_PIECES = [
     "AIza",
     "sk-",
     "[REDACTED:",
+    "password for a b c d ",
+    " now",
+    "set my x password ",
+    "Bearer ",
+    "_API_KEY",
 ]
 
 
@@ -357,6 +363,8 @@ _PLACEHOLDER = re.compile(r"[\"'\s]*\[REDACTED:[a-z_]+-[0-9a-f]{12}\]")
                 *("token=", " is ", "=", ": ", '"', "'", " ", "@h.io/", "https://u:", "."),
                 *("Zx9Qw8Er7Ty6Ui5OpLk3", "0123456789abcdefABCDEF", "hunter2", "two words"),
                 *("my password is ", "passphrase was ", "password = ", "api_key: ", "secret="),
+                *("password for the wifi is ", "changed my password to ", " now ", "Bearer "),
+                *("OPENAI_API_KEY=", "api key: ", " set to "),
             ]
         ),
         min_size=2,
@@ -371,6 +379,48 @@ def test_redacting_chained_anchors_reaches_a_fixpoint(pieces: list[str]) -> None
     out = r.redact("".join(pieces))
     assert r.redact(out) == out
     assert all(_PLACEHOLDER.fullmatch(out[a:b]) for a, b, _ in find_secrets(out)), out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export OPENAI_API_KEY=Zx9Qw8Er7Ty6Ui5O",
+        "DB_PASSWORD: Zx9Qw8Er7Ty6Ui5O",
+        "my api key: Zx9Qw8Er7Ty6Ui5O",
+        "SECRET_KEY = 'Zx9Qw8Er7Ty6Ui5O'",
+        "curl -H 'Authorization: Bearer Zx9Qw8Er7Ty6Ui5O' https://api.example.com",
+        "the password is: Zx9Qw8Er7Ty6Ui5O",
+        "my password's Zx9Qw8Er7Ty6Ui5O",
+        "The password for the router is Zx9Qw8Er7Ty6Ui5O, ok?",
+        "my password was set to Zx9Qw8Er7Ty6Ui5O",
+        "the passcode has been changed to Zx9Qw8Er7Ty6Ui5O",
+        "my wifi password is now Zx9Qw8Er7Ty6Ui5O",
+        "I changed my email password to Zx9Qw8Er7Ty6Ui5O yesterday",
+    ],
+)
+def test_secrets_as_people_paste_or_say_them(text: str) -> None:
+    """Environment variables with a prefix, names with a space, bearer headers, and a
+    password stated with what it opens, a colon, "now" or "set to": the value goes, and
+    redacting again changes nothing."""
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert "Zx9Qw8Er7Ty6Ui5O" not in out and r.redact(out) == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The bearer of bad news arrived.",
+        "The Bearer 2024 report is out",
+        "I use a password manager for the family.",
+        "I forgot my password again",
+        "Set the api key to the new one",
+        "the token ring network",
+    ],
+)
+def test_prose_about_secrets_is_kept(text: str) -> None:
+    """Words around secrets without a value in the form the detectors know stay as they are."""
+    assert Redactor(b"k" * 32).redact(text) == text
 
 
 @pytest.mark.parametrize(
