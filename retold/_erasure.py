@@ -144,9 +144,10 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     Every record of the principal is deleted as :meth:`Store.delete` deletes one (text,
     speaker and tags erased, idempotency key released, lexical index entry, entity names
     and vectors purged, a ``record.deleted`` event each); their transcript turns, profile
-    snapshots, extraction progress and vector index cells are removed; the audit keeps each turn decision and search but loses the queries, the
-    contexts and the gap queries; reviewers' notes and extraction failure details are
-    blanked. One ``principal.erased`` event records the counts.
+    snapshots, extraction progress and vector index cells are removed; the audit keeps
+    each turn decision and search but loses the queries, the contexts and the gap queries;
+    reviewers' notes and extraction failure details are blanked. One ``principal.erased``
+    event records the counts.
 
     Call it once the principal has no turn or session end in flight: a turn that ends
     afterwards writes its transcript and decision as usual. The database files keep the
