@@ -706,20 +706,26 @@ class PostgresStore(_SharedStoreOps):
             conn.execute("CHECKPOINT")
 
     def vacuum(self) -> None:
-        """``VACUUM FULL`` the record, index and transcript tables.
+        """``VACUUM FULL`` every table of the store's schema.
 
         Deletion erases the text in the live row and its ``tsvector`` at once, so nothing
         reads or matches it again; but PostgreSQL keeps the dead row version in the table
         file and its lexemes in GIN index pages, and a plain VACUUM does not clear the
-        index pages. This rewrites the tables and rebuilds their indexes, so no dead copy
-        of erased text stays in their files (WAL segments still hold it until they are
-        recycled). It takes an exclusive lock: run it off peak.
+        index pages. Every component's table can hold such copies: an erasure also deletes
+        transcript turns and blanks audit queries. This rewrites each table (its TOAST data
+        too) and rebuilds its indexes, so no dead copy of erased text stays in their files
+        (WAL segments still hold it until they are recycled). It takes an exclusive lock
+        per table: run it off peak.
         """
+        from psycopg import sql
+
         with self._connection() as conn:
-            for table in ("records", "retrieval_entities", "retrieval_relations", "vectors"):
-                exists = conn.execute("SELECT to_regclass(%s) AS t", [table]).fetchone()
-                if exists and exists["t"] is not None:
-                    conn.execute(f"VACUUM FULL {table}")
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "ORDER BY tablename"
+            ).fetchall()
+            for row in tables:
+                conn.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(row["tablename"])))
 
     # -- records ------------------------------------------------------------------------
 

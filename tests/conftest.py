@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import structlog
 
-from retold import Principal, SQLiteStore, Store
+from retold import PostgresStore, Principal, SQLiteStore, Store
 
 # The test session is the host: keep library log lines out of the output, but leave every
 # level enabled so structlog.testing.capture_logs sees them.
@@ -126,10 +126,40 @@ def make_store(kind: str, tmp_path: Path, schema: str | None, **kw: object) -> S
     """Open a store of ``kind`` on a file in ``tmp_path`` or in PostgreSQL ``schema``."""
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "retold.db", **kw)  # type: ignore[arg-type]
-    from retold import PostgresStore
-
     assert POSTGRES_URL is not None
     return PostgresStore(POSTGRES_URL, schema=schema, **kw)  # type: ignore[arg-type]
+
+
+def need_readable(data_dir: Path) -> None:
+    """The on-disk checks read the cluster's files: skipped where this user cannot (a
+    cluster owned by someone else), never in CI, whose cluster this user started."""
+    if not os.access(data_dir, os.R_OK | os.X_OK):
+        message = f"the cluster's data directory {data_dir} is not readable here"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def postgres_table_files(store: PostgresStore) -> dict[str, list[Path]]:
+    """The files of every table, index and TOAST relation of ``store``'s schema, by
+    relation name, after a checkpoint (so what the server wrote is on disk)."""
+    import psycopg
+
+    store.checkpoint()
+    rows = store.query(
+        "SELECT r.relname AS name, pg_relation_filepath(r.oid) AS path "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_class r ON r.oid IN (c.oid, c.reltoastrelid) "
+        "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') "
+        "AND pg_relation_filepath(r.oid) IS NOT NULL"
+    )
+    assert POSTGRES_URL is not None
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        found = conn.execute("SHOW data_directory").fetchone()
+    assert found is not None
+    data_dir = Path(found[0])
+    need_readable(data_dir)
+    return {r["name"]: sorted(data_dir.glob(r["path"] + "*")) for r in rows}
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -16,6 +16,7 @@ import pytest
 import retold._vectors as vectors
 from retold import (
     LifecycleState,
+    PostgresStore,
     Principal,
     RecordDraft,
     SQLiteStore,
@@ -31,7 +32,13 @@ from retold._retrieval import _SCOPE_STATS
 from retold._store import _record_from_values
 from retold.cli import main
 
-from .conftest import FixedClock, counter_ids
+from .conftest import (
+    POSTGRES_URL,
+    FixedClock,
+    counter_ids,
+    fresh_pg_schema,
+    postgres_table_files,
+)
 from .test_chat import make_chat
 from .test_vectors import clustered
 
@@ -224,6 +231,28 @@ async def test_after_erasure_and_vacuum_the_files_hold_no_byte_of_the_words(
     assert WORDS[EVE].encode() in data
     store.check_integrity()
     store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(POSTGRES_URL is None, reason="RETOLD_TEST_POSTGRES_URL is not set")
+async def test_after_erasure_and_vacuum_no_postgresql_table_file_holds_the_words(
+    clock: FixedClock,
+) -> None:
+    """PostgreSQL: after erase and vacuum, no table, index or TOAST file of the schema
+    holds the words (the erasure's deletes and updates leave dead row versions in every
+    component's tables, not only the records')."""
+    with fresh_pg_schema() as schema:
+        assert POSTGRES_URL is not None
+        store = PostgresStore(POSTGRES_URL, schema=schema, clock=clock, id_factory=counter_ids())
+        await _converse(store, clock)
+        word = WORDS[MAYA].encode()
+        erase_principal(store, MAYA)
+        store.vacuum()
+        files = postgres_table_files(store)
+        held = {n for n, paths in files.items() for p in paths if word in p.read_bytes()}
+        assert held == set()
+        assert any(WORDS[EVE].encode() in p.read_bytes() for ps in files.values() for p in ps)
+        store.close()
 
 
 @pytest.mark.anyio

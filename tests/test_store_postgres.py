@@ -30,20 +30,10 @@ from retold import (
 )
 from retold.cli import main
 
-from .conftest import POSTGRES_URL, fresh_pg_schema
+from .conftest import POSTGRES_URL, fresh_pg_schema, need_readable, postgres_table_files
 
 # conftest does not collect this module without a cluster; this guards a direct run.
 pytestmark = pytest.mark.skipif(POSTGRES_URL is None, reason="RETOLD_TEST_POSTGRES_URL is not set")
-
-
-def _need_readable(data_dir: Path) -> None:
-    """The on-disk checks read the cluster's files: skipped where this user cannot (a
-    cluster owned by someone else), never in CI, whose cluster this user started."""
-    if not os.access(data_dir, os.R_OK | os.X_OK):
-        message = f"the cluster's data directory {data_dir} is not readable here"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 SCOPE = ["--tenant", "acme", "--principal", "alice"]
@@ -145,7 +135,7 @@ def test_planted_secrets_reach_no_byte_of_the_data_directory(
         row = conn.execute("SHOW data_directory").fetchone()
     assert row is not None
     data_dir = Path(row[0])
-    _need_readable(data_dir)
+    need_readable(data_dir)
     needles = [s.encode() for s in planted]
     scanned = 0
     for path in data_dir.rglob("*"):
@@ -168,8 +158,6 @@ def test_another_tenant_lists_zero_rows(
 
 def test_deleted_text_leaves_the_table_files_after_vacuum(url: str) -> None:
     """Deletion erases the text from row, tsvector and GIN at once; vacuum() drops dead copies."""
-    import psycopg
-
     marker = "zq" + _random(string.ascii_lowercase, 20)
     alice = Principal(tenant="acme", principal="alice")
     with open_store(url) as store:
@@ -181,23 +169,11 @@ def test_deleted_text_leaves_the_table_files_after_vacuum(url: str) -> None:
             "SELECT count(*) AS n FROM records WHERE text_tsv @@ ?::tsquery", [marker]
         ) == [{"n": 0}]
         store.vacuum()
-        store.checkpoint()
-        files = store.query(
-            "SELECT pg_relation_filepath(c.oid) AS path FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i', 't') "
-            "AND pg_relation_filepath(c.oid) IS NOT NULL"
-        )
-    assert POSTGRES_URL is not None
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        row = conn.execute("SHOW data_directory").fetchone()
-    assert row is not None
-    data_dir = Path(row[0])
-    _need_readable(data_dir)
+        files = postgres_table_files(store)
     assert files
-    for f in files:
-        for path in data_dir.glob(f["path"] + "*"):
-            assert marker.encode() not in path.read_bytes(), f"erased text is in {path}"
+    for name, paths in files.items():
+        for path in paths:
+            assert marker.encode() not in path.read_bytes(), f"erased text is in {name}: {path}"
 
 
 @pytest.mark.anyio
