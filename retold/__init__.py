@@ -23,7 +23,7 @@ from ._activation_evidence import (
 from ._activation_review import ReviewBacklog, ReviewItem, ReviewQueue
 from ._activation_rules import ClaimMatch, find_supporting_claim
 from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision, ReviewResolution
-from ._audit import AuditLog, DecisionReport, DecisionWriter, OfflineLabel
+from ._audit import AuditLog, AuditPrune, DecisionReport, DecisionWriter, OfflineLabel
 from ._budgeted_read import BudgetedList, BudgetedReader
 from ._config import UtilityAwareConfig
 from ._embedding import LocalEmbedder
@@ -150,6 +150,7 @@ __all__ = [
     "AdmissionPolicy",
     "AsyncStore",
     "AuditLog",
+    "AuditPrune",
     "BudgetedList",
     "BudgetedReader",
     "BundleMismatchError",

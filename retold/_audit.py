@@ -36,6 +36,7 @@ import time
 import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -49,7 +50,14 @@ from ._store import Store, WriteTx, iso
 if TYPE_CHECKING:
     from ._orchestrator import TurnMemoryDecision
 
-__all__ = ["AuditLog", "DecisionReport", "DecisionWriter", "OfflineLabel", "percentile"]
+__all__ = [
+    "AuditLog",
+    "AuditPrune",
+    "DecisionReport",
+    "DecisionWriter",
+    "OfflineLabel",
+    "percentile",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -141,7 +149,19 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE turn_decisions ADD COLUMN write_ms REAL;
     """,
+    # Retention (AuditLog.prune) reads the oldest rows first.
+    """
+    CREATE INDEX turn_decisions_created ON turn_decisions (created_at);
+    CREATE INDEX search_log_created ON search_log (created_at);
+    """,
 )
+
+#: Decisions (with their searches and labels) one prune transaction deletes: the turn
+#: path's decision writes wait for at most one such transaction, and the ids stay under
+#: SQLite's bound-parameter limit on every build.
+_PRUNE_BATCH = 900
+#: The tables :meth:`AuditLog.prune` deletes from, as its counts name them.
+PRUNED_TABLES = ("turn_decisions", "search_log", "offline_labels")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -554,6 +574,20 @@ def _search_rows(d: TurnMemoryDecision, created: str | None) -> list[dict[str, A
     ]
 
 
+class AuditPrune(BaseModel):
+    """What :meth:`AuditLog.prune` deleted, as row counts per table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    before: datetime
+    tenant: str | None
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 class AuditLog:
     """Reads and writes the audit tables of one store (SQLite or PostgreSQL).
 
@@ -683,6 +717,59 @@ class AuditLog:
                 or_ignore=True,
             )
         return written == 1
+
+    def prune(self, before: datetime, *, tenant: str | None = None) -> AuditPrune:
+        """Delete the audit rows logged before ``before``: turn decisions with their
+        ``search_log`` rows and offline labels, and the searches logged apart from a
+        decision (model-issued ``memory_search`` calls). ``tenant`` limits it to one
+        tenant's rows.
+
+        A retention policy for the audit trail: its searches keep the turn's text (the
+        ``context`` column) and the gap queries. Records, the transcript, review items, the
+        ``events`` log and the decision configs (settings shared by many decisions, no
+        user text) are not touched. Rows go oldest first, in transactions of at
+        most :data:`_PRUNE_BATCH` decisions, each whole (a decision never loses its
+        searches without going itself), so turns keep writing their decisions meanwhile
+        and a failure leaves every remaining row intact. Run ``vacuum`` afterwards for
+        the deleted text to leave the database files.
+
+        Raises:
+            InvalidInputError: ``before`` has no time zone.
+            StoreError: the store refused a statement (the batches before it stay pruned).
+        """
+        if before.tzinfo is None:
+            raise InvalidInputError("before", "needs a time zone (e.g. UTC)")
+        self.writer.drain()
+        cutoff = iso(before)
+        only, scope = (" AND tenant = ?", [tenant]) if tenant is not None else ("", [])
+        counts = dict.fromkeys(PRUNED_TABLES, 0)
+        for table in ("turn_decisions", "search_log"):
+            apart = " AND decision_id IS NULL" if table == "search_log" else ""
+            while True:
+                with self.store.write() as w:
+                    ids = [
+                        r["id"]
+                        for r in w.query(
+                            f"SELECT id FROM {table} WHERE created_at < ?{only}{apart} "
+                            "ORDER BY created_at, id LIMIT ?",
+                            [cutoff, *scope, _PRUNE_BATCH],
+                        )
+                    ]
+                    if not ids:
+                        break
+                    marks = ", ".join("?" for _ in ids)
+                    if table == "turn_decisions":
+                        for child in ("search_log", "offline_labels"):
+                            counts[child] += int(
+                                w.execute(
+                                    f"DELETE FROM {child} WHERE decision_id IN ({marks})", ids
+                                ).rowcount
+                            )
+                    counts[table] += int(
+                        w.execute(f"DELETE FROM {table} WHERE id IN ({marks})", ids).rowcount
+                    )
+        log.info("audit_pruned", before=cutoff, tenant=tenant, **counts)
+        return AuditPrune(before=before, tenant=tenant, counts=counts)
 
     # -- reads --------------------------------------------------------------------------
 

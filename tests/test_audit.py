@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+import retold._audit as audit_module
 from retold import (
     AuditLog,
     InvalidInputError,
@@ -16,18 +18,22 @@ from retold import (
     Record,
     RecordDraft,
     SQLiteStore,
+    Store,
     TurnMemoryDecision,
     TurnOptions,
     UtilityAwareConfig,
     UtilityAwareOrchestrator,
 )
 from retold._audit import percentile
+from retold.cli import main
 from retold.testing import (
     ScriptedAdmissionPolicy,
     ScriptedGapPolicy,
     ScriptedGeneration,
     StoreRetriever,
 )
+
+from .conftest import FixedClock
 
 pytestmark = pytest.mark.anyio
 
@@ -202,3 +208,96 @@ async def test_model_issued_searches_are_logged_without_a_decision(
     ]
     assert rows[1]["id"] == search_id and SECRET not in rows[1]["query"]
     assert audit.search_rows_for_turn(Principal(tenant="acme", principal="bob"), "s1", 0) == []
+
+
+async def _history(store: Store, clock: FixedClock) -> dict[str, list[str]]:
+    """Decision ids per tenant: two old turns of acme/alice (one with a model-issued search
+    and an offline label) and one of globex/alice; ten days later, one new turn of each."""
+    alice, other = (
+        Principal(tenant="acme", principal="alice"),
+        Principal(tenant="globex", principal="alice"),
+    )
+    vim = [
+        store.add(scope, RecordDraft(text="Alice prefers the vim editor", kind="preference"))
+        for scope in (alice, other)
+    ]
+    orch = orchestrator(store)  # type: ignore[arg-type]
+    audit = AuditLog(store)
+    ids: dict[str, list[str]] = {"acme": [], "globex": []}
+    old = [await turn(orch, alice, 0), await turn(orch, alice, 1), await turn(orch, other, 0)]
+    audit.write_search(
+        alice, session_id="s1", turn_index=1, origin="model", query="vim", result_ids=[]
+    )
+    label = OfflineLabel(
+        decision_id=old[0].decision_id,
+        subset=(vim[0].id,),
+        labeler_version="retention-test@1",
+        model_family="family-a",
+        provenance="deletion_test",
+        useful=False,
+        verdict="unchanged",
+    )
+    assert audit.add_label(label)
+    clock.advance(days=10)
+    new = [await turn(orch, alice, 2), await turn(orch, other, 1)]
+    for d in old + new:
+        ids[d.scope.tenant].append(d.decision_id)
+    return ids
+
+
+async def test_prune_deletes_old_decisions_with_their_searches_and_labels(
+    any_store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows logged before the cutoff go, a decision always with its searches and labels,
+    one tenant's only when asked; newer rows stay; a second prune deletes nothing."""
+    monkeypatch.setattr(audit_module, "_PRUNE_BATCH", 1)  # one decision per transaction
+    store = any_store
+    ids = await _history(store, clock)
+    audit = AuditLog(store)
+    cutoff = clock() - timedelta(days=5)
+
+    acme = audit.prune(cutoff, tenant="acme")
+
+    assert acme.counts == {"turn_decisions": 2, "search_log": 3, "offline_labels": 1}
+    assert [d["id"] for d in audit.decision_rows(tenant="acme")] == ids["acme"][2:]
+    assert [d["id"] for d in audit.decision_rows(tenant="globex")] == ids["globex"]
+    assert store.query("SELECT count(*) AS n FROM offline_labels")[0]["n"] == 0
+    searches = store.query("SELECT decision_id, tenant FROM search_log ORDER BY created_at, id")
+    assert {(s["tenant"], s["decision_id"]) for s in searches} == {
+        ("acme", ids["acme"][2]),
+        ("globex", ids["globex"][0]),
+        ("globex", ids["globex"][1]),
+    }
+    every = audit.prune(cutoff)
+    assert every.counts == {"turn_decisions": 1, "search_log": 1, "offline_labels": 0}
+    assert audit.prune(cutoff).total == 0
+    assert {d["id"] for d in audit.decision_rows()} == {ids["acme"][2], ids["globex"][1]}
+    assert audit.report(tenant="acme").turns == 1
+    with pytest.raises(InvalidInputError, match="before"):
+        audit.prune(datetime(2026, 1, 1))
+
+
+async def test_decisions_prune_command(
+    store: SQLiteStore, clock: FixedClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retold decisions prune` needs a tenant scope, a valid cutoff and --yes; it prints
+    the counts, and the report afterwards covers only the rows kept."""
+    ids = await _history(store, clock)
+    db = str(store.path)
+    store.close()
+    base = ["decisions", "prune", "--db", db, "--tenant", "acme"]
+    capsys.readouterr()
+    assert main([*base, "--before", "2026-01-06"]) == 2  # no --yes
+    assert main([*base, "--before", "last week", "--yes"]) == 2
+    assert main([*base, "--older-than-days", "0", "--yes"]) == 2
+    assert "--before must be an ISO 8601" in capsys.readouterr().err
+    assert main([*base, "--before", "2026-01-06", "--yes", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"] == {"turn_decisions": 2, "search_log": 3, "offline_labels": 1}
+    assert out["before"] == "2026-01-06T00:00:00Z" and out["tenant"] == "acme"
+    assert main(["decisions", "report", "--db", db, "--tenant", "acme", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["turns"] == 1
+    assert main([*base, "--older-than-days", "3650", "--yes"]) == 0
+    assert "turn_decisions 0, search_log 0, offline_labels 0" in capsys.readouterr().out
+    assert main(["decisions", "report", "--db", db, "--tenant", "globex", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["turns"] == len(ids["globex"]) == 2
