@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal
+from ._retrieval_sql import retrieval_sql
 from ._store import Store, WriteTx, iso
 
 if TYPE_CHECKING:
@@ -464,8 +465,18 @@ class DecisionWriter:
     def _write_rows(self, batch: Sequence[tuple[int, TurnMemoryDecision, float]]) -> None:
         new_configs: set[bytes] = set()
         with self.store.write() as w:
+            erased = _last_erasures(self.store, w, {d.scope for _, d, _ in batch})
             for seq, decision, handed_at in batch:
                 row, config = _decision_row(decision, (time.monotonic() - handed_at) * 1000)
+                searches = _search_rows(decision, row["created_at"])
+                # A turn that began before its principal's erasure keeps the skeleton the
+                # erasure leaves of older turns: no gap queries, no search text, no
+                # transcript rows (the ``also`` rows are the turn's user row and reply).
+                forgotten = _turn_start(decision) < erased.get(decision.scope, "")
+                if forgotten:
+                    row["gaps"] = "[]"
+                    searches = [{**s, "query": "", "context": None} for s in searches]
+                    log.info("turn_after_erasure_scrubbed", decision_id=decision.decision_id)
                 config_sha = row["config_sha256"]
                 if config_sha not in self._configs and config_sha not in new_configs:
                     w.insert(
@@ -476,15 +487,43 @@ class DecisionWriter:
                     new_configs.add(config_sha)
                 w.insert("turn_decisions", row)
                 w.step("turn_decision")
-                for search in _search_rows(decision, row["created_at"]):
+                for search in searches:
                     w.insert("search_log", search)
                 w.step("search_log")
                 also = self._also.get(seq)
-                if also is not None:
+                if also is not None and not forgotten:
                     also(w)
         self._configs |= new_configs
         for _, decision, _ in batch:
             log.debug("turn_decision_written", decision_id=decision.decision_id)
+
+
+def erasure_lock(scope: Principal) -> str:
+    """The lock a principal's erasure and the decision writer both take inside their write
+    (PostgreSQL; a SQLite write already excludes every other): a decision is written
+    wholly before the erasure, which then erases it, or sees the erasure."""
+    return f"erase:{len(scope.tenant)}:{scope.tenant}:{scope.principal}"
+
+
+def _last_erasures(store: Store, w: WriteTx, scopes: Iterable[Principal]) -> dict[Principal, str]:
+    """The time of each scope's last ``principal.erased`` event, read inside ``w``."""
+    out: dict[Principal, str] = {}
+    for scope in sorted(scopes, key=lambda s: (s.tenant, s.principal)):  # one lock order
+        retrieval_sql(store).serialize(w, erasure_lock(scope))
+        rows = w.query(
+            "SELECT MAX(time) AS t FROM events WHERE tenant = ? AND principal = ? "
+            "AND record_id IS NULL AND type = 'principal.erased'",
+            [scope.tenant, scope.principal],
+        )
+        if rows and rows[0]["t"]:
+            out[scope] = str(rows[0]["t"])
+    return out
+
+
+def _turn_start(decision: TurnMemoryDecision) -> str:
+    """When the turn began (its decision's time less its wall time), as canonical text."""
+    total_ms = decision.timings.total_ms or 0.0
+    return iso(decision.created_at - timedelta(milliseconds=total_ms)) or ""
 
 
 def _decision_row(decision: TurnMemoryDecision, write_ms: float) -> tuple[dict[str, Any], str]:

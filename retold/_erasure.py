@@ -31,11 +31,12 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from ._activation_schema import _ACTIVATION_MIGRATIONS
-from ._audit import _AUDIT_MIGRATIONS
+from ._audit import _AUDIT_MIGRATIONS, erasure_lock
 from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
 from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal
 from ._retrieval import forget_scope_stats
+from ._retrieval_sql import retrieval_sql
 from ._store import Store, _record_from_values
 from ._vectors import _VECTOR_MIGRATIONS, forget_scope
 
@@ -149,8 +150,10 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     reviewers' notes and extraction failure details are blanked. One ``principal.erased``
     event records the counts.
 
-    Call it once the principal has no turn or session end in flight: a turn that ends
-    afterwards writes its transcript and decision as usual. The database files keep the
+    A chat turn still in flight keeps only its decision's skeleton: the decision writer
+    sees the erasure and writes neither the turn's transcript rows nor its queries. Call
+    it once the principal has no session end (extraction) or model-issued search in
+    flight: those write as usual when they end. The database files keep the
     erased text in free pages, index segments and the WAL until ``store.vacuum()`` (or
     ``retold memory vacuum``) runs, as after any deletion.
 
@@ -161,6 +164,8 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
         store.ensure_schema(component, migrations)
     params = [scope.tenant, scope.principal]
     with store.write() as w:
+        # Excludes the decision writer's scope check (see _audit._last_erasures).
+        retrieval_sql(store).serialize(w, erasure_lock(scope))
         counts = store.erase_scope(w, scope, actor=actor)
         for _, _, statements in _COMPONENTS:
             for table, sql in statements:

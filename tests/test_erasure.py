@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import retold._vectors as vectors
 from retold import (
+    HybridRetriever,
     LifecycleState,
     PostgresStore,
     Principal,
     RecordDraft,
+    RetrievalResult,
     SQLiteStore,
     Store,
     StoreError,
@@ -31,6 +34,7 @@ from retold._extraction import OfflineExtractor
 from retold._retrieval import _SCOPE_STATS
 from retold._store import _record_from_values
 from retold.cli import main
+from retold.testing import ScriptedGapPolicy
 
 from .conftest import (
     POSTGRES_URL,
@@ -210,6 +214,52 @@ def test_erasure_removes_the_principals_vector_index(
     assert vectors.dense_search(store, EVE, "m1", clustered(40)[5], 1)[0][0] == ids[EVE][5]
     again = erase_principal(store, MAYA)
     assert again.counts["vector_cells"] == 0 and again.counts["vector_indexes"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_turn_in_flight_during_the_erasure_keeps_only_its_skeleton(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """A chat turn that began before the erasure and ends after it writes its decision
+    (one per turn) without its gap queries, search text or transcript rows; the next turn
+    is recorded as usual."""
+    store = any_store
+    await _converse(store, clock)
+    eve_before = _where(store, WORDS[EVE])
+    erasures = []
+
+    class ErasingRetriever(HybridRetriever):
+        """Retrieves, then the operator erases the principal: mid-turn, after the gap."""
+
+        async def search(self, scope: Principal, query: str, **kw: Any) -> RetrievalResult:
+            found = await super().search(scope, query, **kw)
+            if not erasures:
+                clock.advance(seconds=1)
+                erasures.append(erase_principal(store, MAYA))
+            return found
+
+    gaps = ScriptedGapPolicy([("relationship_or_event", f"dentist Dr. {WORDS[MAYA]}")])
+    chat = make_chat(store, gap_policy=gaps, retriever=ErasingRetriever(store))
+    reply = await chat.turn(MAYA, "s3", f"While in flight: is Dr. {WORDS[MAYA]} my dentist?")
+    AuditLog(store).flush()
+
+    assert reply.decision is not None
+    assert erasures
+    assert _where(store, WORDS[MAYA]) == set()
+    assert _where(store, WORDS[EVE]) == eve_before
+    [row] = [
+        d
+        for d in AuditLog(store).decision_rows(tenant="acme", principal="maya")
+        if d["id"] == reply.decision.decision_id
+    ]
+    assert row["gaps"] in ([], "[]") and row["gap_count"] == 1
+    [search] = AuditLog(store).search_rows(row["id"])
+    assert search["query"] == "" and search["context"] is None
+    assert store.turns(MAYA, "s3") == []
+    clock.advance(seconds=1)
+    await chat.turn(MAYA, "s4", "Hello again")
+    after = store.turns(MAYA, "s4")
+    assert [(t.role.value, t.text) for t in after[:1]] == [("user", "Hello again")]
 
 
 @pytest.mark.anyio
