@@ -766,11 +766,11 @@ class AuditLog:
         A retention policy for the audit trail: its searches keep the turn's text (the
         ``context`` column) and the gap queries. Records, the transcript, review items, the
         ``events`` log and the decision configs (settings shared by many decisions, no
-        user text) are not touched. Rows go oldest first, in transactions of at
-        most :data:`_PRUNE_BATCH` decisions, each whole (a decision never loses its
-        searches without going itself), so turns keep writing their decisions meanwhile
-        and a failure leaves every remaining row intact. Run ``vacuum`` afterwards for
-        the deleted text to leave the database files.
+        user text) are not touched. Rows go oldest first, in transactions of at most
+        :data:`_PRUNE_BATCH` decisions, each whole (a decision never loses its searches
+        without going itself), so turns keep writing their decisions meanwhile and a
+        failure leaves every remaining row intact. Run ``vacuum`` afterwards for the
+        deleted text to leave the database files.
 
         Raises:
             InvalidInputError: ``before`` has no time zone.
@@ -780,7 +780,7 @@ class AuditLog:
             raise InvalidInputError("before", "needs a time zone (e.g. UTC)")
         self.writer.drain()
         cutoff = iso(before)
-        only, scope = (" AND tenant = ?", [tenant]) if tenant is not None else ("", [])
+        only, only_params = (" AND tenant = ?", [tenant]) if tenant is not None else ("", [])
         counts = dict.fromkeys(PRUNED_TABLES, 0)
         for table in ("turn_decisions", "search_log"):
             apart = " AND decision_id IS NULL" if table == "search_log" else ""
@@ -791,7 +791,7 @@ class AuditLog:
                         for r in w.query(
                             f"SELECT id FROM {table} WHERE created_at < ?{only}{apart} "
                             "ORDER BY created_at, id LIMIT ?",
-                            [cutoff, *scope, _PRUNE_BATCH],
+                            [cutoff, *only_params, _PRUNE_BATCH],
                         )
                     ]
                     if not ids:
