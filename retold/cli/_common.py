@@ -7,7 +7,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -86,6 +86,25 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
         raise InvalidInputError(
             "db", f"cannot open {str(path)!r} as a Retold store: {exc}"
         ) from None
+
+
+class Counted(Protocol):
+    """What a deletion returns (:class:`~retold.Erasure`, :class:`~retold.AuditPrune`)."""
+
+    @property
+    def counts(self) -> dict[str, int]: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+def emit_counts(args: argparse.Namespace, result: Counted, headline: str) -> None:
+    """Print a deletion's ``result``: JSON with ``--json``, else ``headline``, the row
+    counts per table and the reminder to vacuum."""
+    if args.json:
+        emit(result.model_dump(mode="json"))
+        return
+    print(f"{headline}: " + ", ".join(f"{table} {n}" for table, n in result.counts.items()))
+    print("run `retold memory vacuum` to remove the deleted text from the database files too")
 
 
 def emit(obj: Any) -> None:

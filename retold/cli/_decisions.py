@@ -8,7 +8,7 @@ from typing import Any
 
 from .._audit import PRUNED_TABLES, AuditLog, AuditPrune, DecisionReport, build_report
 from .._errors import UsageError
-from ._common import add_db, add_json, add_tenant_scope, emit, open_store
+from ._common import add_db, add_json, add_tenant_scope, emit, emit_counts, open_store
 
 
 def register(sub: Any) -> None:
@@ -68,12 +68,7 @@ def _prune(args: argparse.Namespace) -> int:
             pruned = AuditPrune(before=before, tenant=args.tenant, counts=none)
         else:
             pruned = AuditLog(store).prune(before, tenant=args.tenant)
-    if args.json:
-        emit(pruned.model_dump(mode="json"))
-    else:
-        counts = ", ".join(f"{table} {n}" for table, n in pruned.counts.items())
-        print(f"pruned the audit rows logged before {before.isoformat()}: {counts}")
-        print("run `retold memory vacuum` to remove the deleted text from the database files too")
+    emit_counts(args, pruned, f"pruned the audit rows logged before {before.isoformat()}")
     return 0
 
 

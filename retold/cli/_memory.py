@@ -11,7 +11,7 @@ from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
-from ._common import add_db, add_json, add_scope, emit, open_store, scope_of
+from ._common import add_db, add_json, add_scope, emit, emit_counts, open_store, scope_of
 from ._common import open_store as open_component_store
 
 
@@ -203,12 +203,7 @@ def _erase(args: argparse.Namespace) -> int:
         )
     with open_store(args, must_exist=True) as store:
         erasure = erase_principal(store, scope, actor="cli")
-    if args.json:
-        emit(erasure.model_dump(mode="json"))
-    else:
-        counts = ", ".join(f"{table} {n}" for table, n in erasure.counts.items())
-        print(f"erased {scope.tenant}/{scope.principal}: {counts}")
-        print("run `retold memory vacuum` to remove the erased text from the database files too")
+    emit_counts(args, erasure, f"erased {scope.tenant}/{scope.principal}")
     return 0
 
 
