@@ -92,7 +92,8 @@ _JWT_CHARS = r"[A-Za-z0-9_-]"
 # (or "="), an optional colon, "now"/"still", and "set/changed/reset/updated to".
 _STATED = (
     r"(?i)\b(?:password|passphrase|passcode|pin code)"
-    r"(?:\s++(?:for|of|to|on|at)(?:\s++[^\s:=]{1,30}+){1,4}?)?"
+    # No "[" in those words: a placeholder's own colon is never the statement's.
+    r"(?:\s++(?:for|of|to|on|at)(?:\s++[^\s:=\[]{1,30}+){1,4}?)?"
     r"(?:['\u2019]s|\s++(?:is|was|has\s++been)|\s*+=)(?:\s*+:)?+"
     # Possessive: a placeholder after "now" is not the chance to take "now" for the value.
     r"(?:\s++(?:now|still)\b)?+(?:\s++(?:set|changed|reset|updated)\s++to\b)?+\s++"
@@ -106,6 +107,44 @@ _CHANGED_TO = (
 # first space.
 _STATED_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)"
 _STATED_NAMES = ("password", "passphrase", "passcode", "pin code")
+# The same statement in the other languages the model-free rules read: the word for
+# password (German, Dutch, French, Spanish, Portuguese, Polish, Danish, Norwegian, Swedish,
+# Turkish, Russian and Ukrainian), at most four words after a preposition, then a copula
+# of any of them or a colon; Italian says "password è". Chinese, Japanese and Korean write
+# the name, a particle or a colon, and the value without a space.
+_ELSEWHERE_NAMES = (
+    "passwort",
+    "kennwort",
+    "wachtwoord",
+    "passe",  # "mot de passe", whatever spaces it is written with
+    "contraseña",
+    "senha",
+    "hasło",
+    "adgangskode",
+    "kodeord",
+    "passord",
+    "lösenord",
+    "şifre",
+    "пароль",
+)
+_STATED_ELSEWHERE = (
+    r"(?i)(?:\b(?:passwort|kennwort|wachtwoord|mot\s++de\s++passe|contraseña|senha|hasło|"
+    r"adgangskode(?:n)?|kodeord(?:et)?|passord(?:et)?|lösenord(?:et)?|şifre(?:m|si|niz)?|"
+    r"пароль)"
+    # Scandinavian possessives follow the noun: "passordet mitt er ...".
+    r"(?:\s++(?:mitt|min|mit|mina|mine|vårt|vores|ditt|din))?"
+    r"(?:\s++(?:für|zum|zur|voor|van|pour|du|de|para|do|da|del|dla|til|for|för|till|için|"
+    r"от|для|від)(?:\s++[^\s:=\[]{1,30}+){1,4}?)?"
+    r"(?:\s++(?:ist|lautet|war|is|was|est|était|es|era|é|to|jest|er|var|är|это|є)\b|"
+    r"\s*+[:=\u2014])"
+    r"|\bpassword\s++(?:è|era)\b"
+    r"|(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)\s*+(?:是|为|為|は|는|은|:|：))"
+    r"(?:\s*+:)?+\s*+"
+)
+_ELSEWHERE_ANCHORS = (
+    *_ELSEWHERE_NAMES,
+    *("password", "密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호"),
+)
 _SCHEME = r"[A-Za-z0-9+.-]"
 
 _DETECTORS: tuple[_Detector, ...] = (
@@ -189,6 +228,12 @@ _DETECTORS: tuple[_Detector, ...] = (
         "stated_password",
         _CHANGED_TO + _NOT_REDACTED + _STATED_VALUE,
         _STATED_NAMES,
+        1,
+    ),
+    _d(
+        "stated_password",
+        _STATED_ELSEWHERE + _NOT_REDACTED + _STATED_VALUE,
+        _ELSEWHERE_ANCHORS,
         1,
     ),
 )

@@ -365,6 +365,7 @@ _PLACEHOLDER = re.compile(r"[\"'\s]*\[REDACTED:[a-z_]+-[0-9a-f]{12}\]")
                 *("my password is ", "passphrase was ", "password = ", "api_key: ", "secret="),
                 *("password for the wifi is ", "changed my password to ", " now ", "Bearer "),
                 *("OPENAI_API_KEY=", "api key: ", " set to "),
+                *("Das Passwort für den Router ist ", "密码是", "пароль: ", "lösenordet mitt är "),
             ]
         ),
         min_size=2,
@@ -410,12 +411,47 @@ def test_secrets_as_people_paste_or_say_them(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "Mein Passwort ist Zx9Qw8Er7Ty6Ui5O",
+        "Das Kennwort für den Router lautet Zx9Qw8Er7Ty6Ui5O.",
+        "Passwort: Zx9Qw8Er7Ty6Ui5O",
+        "Mijn wachtwoord is Zx9Qw8Er7Ty6Ui5O",
+        "le mot de passe du wifi est Zx9Qw8Er7Ty6Ui5O",
+        "la contraseña del banco es 'dos palabras Zx9Qw8Er7Ty6Ui5O'",
+        "Minha senha é Zx9Qw8Er7Ty6Ui5O",
+        "La mia password è Zx9Qw8Er7Ty6Ui5O",
+        "Moje hasło to Zx9Qw8Er7Ty6Ui5O",
+        "Adgangskoden min er Zx9Qw8Er7Ty6Ui5O",
+        "Passordet mitt er Zx9Qw8Er7Ty6Ui5O",
+        "Lösenordet till routern är Zx9Qw8Er7Ty6Ui5O",
+        "Şifre: Zx9Qw8Er7Ty6Ui5O",
+        "Мой пароль — Zx9Qw8Er7Ty6Ui5O",
+        "我的密码是Zx9Qw8Er7Ty6Ui5O",
+        "パスワードはZx9Qw8Er7Ty6Ui5Oです",
+        "비밀번호는 Zx9Qw8Er7Ty6Ui5O",
+    ],
+)
+def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
+    """The languages the model-free rules read: the word for password, what it opens, a
+    copula or a colon (a particle in Chinese, Japanese and Korean), then the value."""
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert "Zx9Qw8Er7Ty6Ui5O" not in out and r.redact(out) == out
+    assert out.count("[REDACTED:") == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "The bearer of bad news arrived.",
         "The Bearer 2024 report is out",
         "I use a password manager for the family.",
         "I forgot my password again",
         "Set the api key to the new one",
         "the token ring network",
+        "Ich habe mein Passwort vergessen.",
+        "Je dois changer mon mot de passe demain",
+        "La contraseña no funciona",
+        "Il mio password manager è ottimo",
     ],
 )
 def test_prose_about_secrets_is_kept(text: str) -> None:
