@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retold._activation import ActivationPolicy
 from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
+from retold._erasure_fence import erased_since
 from retold._errors import InvalidInputError, StoreError, StoreIntegrityError, UsageError
 from retold._extraction import ExtractionResult, Extractor, extract_session
 from retold._orchestrator import (
@@ -381,7 +382,9 @@ class MemoryChat:
 
         async def generate(req: GenerationRequest) -> str:
             messages = _messages(req.public_context, req.profile, prior, req.turn, req.memory)
-            return await self._complete_with_tools(scope, session_id, turn_index, messages, calls)
+            return await self._complete_with_tools(
+                scope, session_id, turn_index, messages, calls, since=now
+            )
 
         searches: tuple[str, ...] = ()
         decision: TurnMemoryDecision | None = None
@@ -426,14 +429,19 @@ class MemoryChat:
             memory = ""
             if self.trigger_mode in ("auto", "hybrid"):
                 memory = await self._search_text(
-                    scope, session_id, turn_index, MemorySearchArgs(query=text), origin="host_auto"
+                    scope,
+                    session_id,
+                    turn_index,
+                    MemorySearchArgs(query=text),
+                    origin="host_auto",
+                    since=now,
                 )
                 searches = (text,)
             response = await generate(
                 GenerationRequest(turn=text, public_context=context, profile=profile, memory=memory)
             )
             reply = _reply_turn(user_turn, response, self.store.clock())
-            await anyio.to_thread.run_sync(_write_turns, self.store, scope, (user_turn, reply))
+            await anyio.to_thread.run_sync(_write_turns, self.store, scope, (user_turn, reply), now)
         return ChatReply(
             response=response,
             decision=decision,
@@ -463,6 +471,8 @@ class MemoryChat:
         turn_index: int,
         messages: list[ChatMessage],
         calls: list[ToolCall],
+        *,
+        since: datetime,
     ) -> str:
         tools = [MEMORY_SEARCH_TOOL] if self._tools_offered else None
         rounds = 0
@@ -484,11 +494,17 @@ class MemoryChat:
             messages.append(completion.to_message())
             for call in completion.tool_calls:
                 calls.append(call)
-                result = await self._run_tool(scope, session_id, turn_index, call)
+                result = await self._run_tool(scope, session_id, turn_index, call, since=since)
                 messages.append(ChatMessage.tool_result(call, result))
 
     async def _run_tool(
-        self, scope: Principal, session_id: str, turn_index: int, call: ToolCall
+        self,
+        scope: Principal,
+        session_id: str,
+        turn_index: int,
+        call: ToolCall,
+        *,
+        since: datetime,
     ) -> str:
         if call.name != MEMORY_SEARCH_TOOL.name:
             return f"error: unknown tool {call.name!r}"
@@ -500,7 +516,9 @@ class MemoryChat:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
             return f"error: invalid arguments ({where}: {first.get('msg')}); scope is never an argument"
-        return await self._search_text(scope, session_id, turn_index, args, origin="model_tool")
+        return await self._search_text(
+            scope, session_id, turn_index, args, origin="model_tool", since=since
+        )
 
     async def _search_text(
         self,
@@ -510,9 +528,15 @@ class MemoryChat:
         args: MemorySearchArgs,
         *,
         origin: str,
+        since: datetime | None = None,
     ) -> str:
-        """Run one search through the scoped relevance pipeline and render it in budget."""
+        """Run one search through the scoped relevance pipeline and render it in budget.
+
+        ``since`` is when the work it serves began (the turn; default now): a principal
+        erased after that gets the search logged without its query.
+        """
         assert self.retriever is not None
+        since = since or self.store.clock()
         started = time.perf_counter()
         found = await self.retriever.retrieve(
             scope, args.query, context=None, limit=max(args.limit * 4, 20)
@@ -538,6 +562,7 @@ class MemoryChat:
             args.query,
             [c.record.id for c in kept],
             elapsed,
+            since,
         )
         return packed.text or "No stored memory matched."
 
@@ -591,10 +616,16 @@ def _reply_turn(user: TranscriptTurn, response: str, now: datetime) -> Transcrip
     )
 
 
-def _write_turns(store: Store, scope: Principal, turns: Sequence[TranscriptTurn]) -> None:
-    """Write a turn's transcript rows in one transaction (all or none)."""
+def _write_turns(
+    store: Store, scope: Principal, turns: Sequence[TranscriptTurn], since: datetime
+) -> None:
+    """Write a turn's transcript rows in one transaction (all or none); none when the
+    principal was erased after the turn began (``since``)."""
     try:
         with store.write(tenant=scope.tenant) as w:
+            if erased_since(store, w, scope, since):
+                log.info("turn_after_erasure_unrecorded", session_id=turns[0].session_id)
+                return
             for t in turns:
                 store.insert_turn(w, scope, t)
     except StoreIntegrityError as exc:
@@ -679,6 +710,7 @@ def _log_search(
     query: str,
     result_ids: list[str],
     elapsed_ms: float,
+    started_at: datetime,
 ) -> None:
     AuditLog(store).write_search(
         scope,
@@ -688,4 +720,5 @@ def _log_search(
         query=query,
         result_ids=result_ids,
         elapsed_ms=elapsed_ms,
+        started_at=started_at,
     )

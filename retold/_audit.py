@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._erasure_fence import erased_since, last_erasures
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal
-from ._retrieval_sql import retrieval_sql
 from ._store import Store, WriteTx, iso
 
 if TYPE_CHECKING:
@@ -465,7 +465,7 @@ class DecisionWriter:
     def _write_rows(self, batch: Sequence[tuple[int, TurnMemoryDecision, float]]) -> None:
         new_configs: set[bytes] = set()
         with self.store.write() as w:
-            erased = _last_erasures(self.store, w, {d.scope for _, d, _ in batch})
+            erased = last_erasures(self.store, w, {d.scope for _, d, _ in batch})
             for seq, decision, handed_at in batch:
                 row, config = _decision_row(decision, (time.monotonic() - handed_at) * 1000)
                 searches = _search_rows(decision, row["created_at"])
@@ -496,28 +496,6 @@ class DecisionWriter:
         self._configs |= new_configs
         for _, decision, _ in batch:
             log.debug("turn_decision_written", decision_id=decision.decision_id)
-
-
-def erasure_lock(scope: Principal) -> str:
-    """The lock a principal's erasure and the decision writer both take inside their write
-    (PostgreSQL; a SQLite write already excludes every other): a decision is written
-    wholly before the erasure, which then erases it, or sees the erasure."""
-    return f"erase:{len(scope.tenant)}:{scope.tenant}:{scope.principal}"
-
-
-def _last_erasures(store: Store, w: WriteTx, scopes: Iterable[Principal]) -> dict[Principal, str]:
-    """The time of each scope's last ``principal.erased`` event, read inside ``w``."""
-    out: dict[Principal, str] = {}
-    for scope in sorted(scopes, key=lambda s: (s.tenant, s.principal)):  # one lock order
-        retrieval_sql(store).serialize(w, erasure_lock(scope))
-        rows = w.query(
-            "SELECT MAX(time) AS t FROM events WHERE tenant = ? AND principal = ? "
-            "AND record_id IS NULL AND type = 'principal.erased'",
-            [scope.tenant, scope.principal],
-        )
-        if rows and rows[0]["t"]:
-            out[scope] = str(rows[0]["t"])
-    return out
 
 
 def _turn_start(decision: TurnMemoryDecision) -> str:
@@ -685,10 +663,15 @@ class AuditLog:
         result_ids: Sequence[str],
         elapsed_ms: float | None = None,
         context: str | None = None,
+        started_at: datetime | None = None,
     ) -> str:
         """Log one retrieval that is not part of a turn decision (e.g. a model-issued
         ``memory_search``); returns its search id. Host-issued gap searches are written
         with their turn decision instead.
+
+        ``started_at`` is when the work the search belongs to began (its turn, say): when
+        the principal was erased after it, the row is written without its query and
+        context, as the erasure leaves the rows it found.
         """
         search_id = "s" + uuid.uuid4().hex
         # The session's decisions handed over earlier are written first, so search_log
@@ -696,6 +679,9 @@ class AuditLog:
         limit = float(getattr(self.store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
         self.writer.wait_session((scope.tenant, scope.principal, session_id), limit)
         with self.store.write() as w:
+            if started_at is not None and erased_since(self.store, w, scope, started_at):
+                query, context = "", None
+                log.info("search_after_erasure_scrubbed", search_id=search_id)
             w.insert(
                 "search_log",
                 {

@@ -31,7 +31,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from ._activation_schema import _ACTIVATION_MIGRATIONS
-from ._audit import _AUDIT_MIGRATIONS, erasure_lock
+from ._audit import _AUDIT_MIGRATIONS
+from ._erasure_fence import erasure_lock
 from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
 from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal
@@ -150,12 +151,15 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     reviewers' notes and extraction failure details are blanked. One ``principal.erased``
     event records the counts.
 
-    A chat turn still in flight keeps only its decision's skeleton: the decision writer
-    sees the erasure and writes neither the turn's transcript rows nor its queries. Call
-    it once the principal has no session end (extraction) or model-issued search in
-    flight: those write as usual when they end. The database files keep the
-    erased text in free pages, index segments and the WAL until ``store.vacuum()`` (or
-    ``retold memory vacuum``) runs, as after any deletion.
+    Work still in flight that read the principal's words before the erasure writes none of
+    them afterwards (:mod:`retold._erasure_fence`), in this process or another: a chat
+    turn keeps only its decision's skeleton (no transcript rows, gap queries or search
+    text), a search is logged without its query, a session end's extraction writes no
+    record, no progress and no failure, and a profile assembled before the erasure is
+    assembled again.
+
+    The database files keep the erased text in free pages, index segments and the WAL
+    until ``store.vacuum()`` (or ``retold memory vacuum``) runs, as after any deletion.
 
     Raises:
         StoreError: the store refused a statement; nothing was erased.
@@ -164,7 +168,7 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
         store.ensure_schema(component, migrations)
     params = [scope.tenant, scope.principal]
     with store.write() as w:
-        # Excludes the decision writer's scope check (see _audit._last_erasures).
+        # Fenced writes that began before it see this erasure (see _erasure_fence).
         retrieval_sql(store).serialize(w, erasure_lock(scope))
         counts = store.erase_scope(w, scope, actor=actor)
         for _, _, statements in _COMPONENTS:

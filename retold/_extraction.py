@@ -16,6 +16,7 @@ import itertools
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -46,6 +47,7 @@ from ._activation_rules import (
     refers_back,
     standing_request,
 )
+from ._erasure_fence import erased_since
 from ._errors import InvalidInputError
 from ._lexicon import (
     ACCESSIBILITY,
@@ -218,9 +220,12 @@ async def extract_session(
     """Extract records from the session's turns not yet processed by ``extractor``.
 
     Returns what was written. A timeout, an exception or malformed output writes no record,
-    records the failure with its reason, and leaves the turns to be retried.
+    records the failure with its reason, and leaves the turns to be retried. When the
+    principal is erased while the extractor runs, nothing is written (failure ``erased``):
+    the turns it read are gone.
     """
     ident = f"{extractor.name}@{extractor.version}"
+    started = store.clock()
     await anyio.to_thread.run_sync(store.ensure_schema, "extraction", _MIGRATIONS)
     start = await anyio.to_thread.run_sync(_progress, store, scope, session_id, ident)
     turns = [
@@ -234,7 +239,7 @@ async def extract_session(
 
     async def fail(reason: str, detail: str) -> ExtractionResult:
         await anyio.to_thread.run_sync(
-            _record_failure, store, scope, session_id, ident, first, last, reason, detail
+            _record_failure, store, scope, session_id, ident, first, last, reason, detail, started
         )
         log.warning("extraction_failed", session_id=session_id, extractor=ident, reason=reason)
         return ExtractionResult(
@@ -270,7 +275,7 @@ async def extract_session(
     except InvalidInputError as exc:
         return await fail("ambient_refused", str(exc))
     return await anyio.to_thread.run_sync(
-        _write, store, scope, session_id, ident, drafts, last + 1, len(turns)
+        _write, store, scope, session_id, ident, drafts, last + 1, len(turns), started
     )
 
 
@@ -339,8 +344,11 @@ def _record_failure(
     last: int,
     reason: str,
     detail: str,
+    started: datetime,
 ) -> None:
     with store.write() as w:
+        if erased_since(store, w, scope, started):
+            return  # the turns are gone with the principal: nothing to retry
         w.insert(
             "extraction_failures",
             {
@@ -371,11 +379,20 @@ def _write(
     drafts: list[RecordDraft],
     next_index: int,
     turns_seen: int,
+    started: datetime,
 ) -> ExtractionResult:
     written: list[Record] = []
     superseded: list[str] = []
     duplicates = 0
     with store.write() as w:
+        if erased_since(store, w, scope, started):
+            log.info("extraction_after_erasure_dropped", session_id=session_id, extractor=ident)
+            return ExtractionResult(
+                session_id=session_id,
+                turns_seen=turns_seen,
+                failure="erased",
+                detail="the principal was erased while the extractor ran",
+            )
         for draft in drafts:
             existing = w.query(
                 "SELECT id FROM records WHERE tenant = ? AND principal = ? AND idempotency_key = ?",

@@ -38,6 +38,7 @@ from pydantic import TypeAdapter, ValidationError
 from ._activation_evidence import confirmed_evidence, unresolved_conflicts
 from ._activation_rules import _about_principal
 from ._activation_schema import ACTIVATION_CATEGORIES, EV_CHANGED
+from ._erasure_fence import erased_since
 from ._errors import InvalidInputError, UsageError
 from ._records import (
     SEMANTIC_KINDS,
@@ -258,15 +259,18 @@ class ProfileAssembler:
         """The session's profile: assembled and persisted on first use, then returned as is.
 
         Concurrent first calls from several workers converge on one stored snapshot, and
-        every call returns that row, so the text is byte-identical across workers.
+        every call returns that row, so the text is byte-identical across workers. A profile
+        assembled before the principal's erasure is not stored: it is assembled again.
         """
         session_id = _valid_session(session_id)
         stored = self.snapshot(principal, session_id)
         if stored is not None:
             return stored
+        started = self.store.clock()
         block = self.build(principal)
         with self.store.write() as w:
-            written = w.insert(
+            erased = erased_since(self.store, w, principal, started)
+            written = not erased and w.insert(
                 "profile_snapshots",
                 {
                     "tenant": principal.tenant,
@@ -283,6 +287,9 @@ class ProfileAssembler:
                 },
                 or_ignore=True,
             )
+        if erased:
+            log.info("profile_after_erasure_reassembled", tenant=principal.tenant)
+            return self.for_session(principal, session_id)
         if written:
             log.info(
                 "profile_snapshot_created",

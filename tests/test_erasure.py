@@ -20,6 +20,8 @@ from retold import (
     LifecycleState,
     PostgresStore,
     Principal,
+    ProfileAssembler,
+    ProfileBlock,
     RecordDraft,
     RetrievalResult,
     SQLiteStore,
@@ -260,6 +262,122 @@ async def test_a_turn_in_flight_during_the_erasure_keeps_only_its_skeleton(
     await chat.turn(MAYA, "s4", "Hello again")
     after = store.turns(MAYA, "s4")
     assert [(t.role.value, t.text) for t in after[:1]] == [("user", "Hello again")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("outcome", ["records", "failure"])
+async def test_a_session_end_in_flight_during_the_erasure_writes_nothing(
+    any_store: Store, clock: FixedClock, outcome: str
+) -> None:
+    """An extraction that read the principal's turns before the erasure and ends after it
+    (with records, or failing with their words in its error) writes no record, no progress
+    and no failure; the principal's next session is extracted as usual."""
+    store = any_store
+    await _converse(store, clock)
+    eve_before = _where(store, WORDS[EVE])
+    word = "Xochiquetzal"
+    await make_chat(store).turn(MAYA, "s3", f"My new dentist is Dr. {word} in Braga.")
+
+    class ErasingExtractor(OfflineExtractor):
+        """Reads the turns, then the operator erases the principal before it answers."""
+
+        def extract(self, turns: Any, *, user: str | None, **kw: Any) -> Any:
+            found = super().extract(turns, user=user, **kw)
+            assert any(word in r.text for r in found)
+            clock.advance(seconds=1)
+            erase_principal(store, MAYA)
+            if outcome == "failure":
+                raise RuntimeError(f"could not file Dr. {word}")
+            return found
+
+    activation = ActivationPolicy(store, OfflineActivationClassifier())
+    chat = make_chat(store, extractor=ErasingExtractor(), activation=activation)
+    result = await chat.end_session(MAYA, "s3")
+
+    assert result is not None and result.written == ()
+    assert result.failure == ("erased" if outcome == "records" else "exception")
+    assert _where(store, word) == set() and _where(store, WORDS[MAYA]) == set()
+    assert _where(store, WORDS[EVE]) == eve_before
+    scoped = ["acme", "maya"]
+    for table in ("extraction_progress", "extraction_failures"):
+        sql = f"SELECT COUNT(*) AS n FROM {table} WHERE tenant = ? AND principal = ?"
+        assert store.query(sql, scoped)[0]["n"] == 0, table
+    assert store.list_records(MAYA) == []
+    clock.advance(seconds=1)
+    await chat.turn(MAYA, "s4", "My dentist is Dr. Ana Ribeiro in Faro.")
+    after = await make_chat(store, extractor=OfflineExtractor()).end_session(MAYA, "s4")
+    assert after is not None and after.failure is None and after.written
+
+
+@pytest.mark.anyio
+async def test_a_search_in_flight_during_the_erasure_is_logged_without_its_words(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """A tool-mode turn whose memory search began before the erasure logs the search
+    without its query and writes no transcript rows; the next turn is recorded as usual."""
+    store = any_store
+    await _converse(store, clock)
+    eve_before = _where(store, WORDS[EVE])
+    erasures = []
+
+    class ErasingRetriever(HybridRetriever):
+        async def retrieve(self, scope: Principal, query: str, **kw: Any) -> Any:
+            found = await super().retrieve(scope, query, **kw)
+            if not erasures:
+                clock.advance(seconds=1)
+                erasures.append(erase_principal(store, MAYA))
+            return found
+
+    chat = make_chat(
+        store, memory_mode="tool_only", trigger_mode="auto", retriever=ErasingRetriever(store)
+    )
+    reply = await chat.turn(MAYA, "s3", f"In flight: is Dr. {WORDS[MAYA]} my dentist?")
+
+    assert erasures and reply.searches
+    assert _where(store, WORDS[MAYA]) == set()
+    assert _where(store, WORDS[EVE]) == eve_before
+    rows = store.query(
+        "SELECT query, context FROM search_log WHERE tenant = ? AND principal = ? "
+        "AND origin = 'host_auto'",
+        ["acme", "maya"],
+    )
+    assert rows == [{"query": "", "context": None}]
+    assert store.turns(MAYA, "s3") == []
+    clock.advance(seconds=1)
+    await chat.turn(MAYA, "s4", "Hello again")
+    assert [t.text for t in store.turns(MAYA, "s4")][:1] == ["Hello again"]
+    logged = store.query(
+        "SELECT query FROM search_log WHERE tenant = ? AND principal = ? AND query != ''",
+        ["acme", "maya"],
+    )
+    assert logged == [{"query": "Hello again"}]
+
+
+@pytest.mark.anyio
+async def test_a_profile_assembled_before_the_erasure_is_not_stored(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """A session profile assembled from records the erasure then deletes is assembled
+    again, from what is left, and only that is stored."""
+    store = any_store
+    await _converse(store, clock)
+    assert ProfileAssembler(store).build(MAYA).record_ids  # the profile holds something
+    erasures = []
+
+    class ErasingAssembler(ProfileAssembler):
+        def build(self, principal: Principal) -> ProfileBlock:
+            block = super().build(principal)
+            if not erasures:
+                clock.advance(seconds=1)
+                erasures.append(erase_principal(store, principal))
+            return block
+
+    block = ErasingAssembler(store).for_session(MAYA, "s9")
+
+    assert erasures and block.record_ids == () and "concisely" not in block.text
+    [row] = store.query("SELECT text, record_ids FROM profile_snapshots WHERE principal = 'maya'")
+    assert row["record_ids"] == "[]" and "concisely" not in row["text"]
+    assert ProfileAssembler(store).for_session(EVE, "s9").record_ids
 
 
 @pytest.mark.anyio
