@@ -16,6 +16,7 @@ import pytest
 
 import retold._vectors as vectors
 from retold import (
+    Erasure,
     HybridRetriever,
     LifecycleState,
     PostgresStore,
@@ -106,6 +107,22 @@ def _where(store: Store, word: str) -> set[str]:
             f'SELECT 1 AS hit FROM "{t}" WHERE LOWER("{c}") LIKE ? LIMIT 1', [f"%{word.lower()}%"]
         )
     }
+
+
+class _ErasingRetriever(HybridRetriever):
+    """Searches, then the operator erases ``who`` (once): mid-turn, after the search."""
+
+    def __init__(self, store: Store, clock: FixedClock, who: Principal) -> None:
+        super().__init__(store)
+        self.clock, self.who = clock, who
+        self.erasures: list[Erasure] = []
+
+    async def search(self, scope: Principal, query: str, **kw: Any) -> RetrievalResult:
+        found = await super().search(scope, query, **kw)
+        if not self.erasures:
+            self.clock.advance(seconds=1)
+            self.erasures.append(erase_principal(self.store, self.who))
+        return found
 
 
 def _file_bytes(path: Path) -> bytes:
@@ -228,25 +245,14 @@ async def test_a_turn_in_flight_during_the_erasure_keeps_only_its_skeleton(
     store = any_store
     await _converse(store, clock)
     eve_before = _where(store, WORDS[EVE])
-    erasures = []
-
-    class ErasingRetriever(HybridRetriever):
-        """Retrieves, then the operator erases the principal: mid-turn, after the gap."""
-
-        async def search(self, scope: Principal, query: str, **kw: Any) -> RetrievalResult:
-            found = await super().search(scope, query, **kw)
-            if not erasures:
-                clock.advance(seconds=1)
-                erasures.append(erase_principal(store, MAYA))
-            return found
-
+    retriever = _ErasingRetriever(store, clock, MAYA)
     gaps = ScriptedGapPolicy([("relationship_or_event", f"dentist Dr. {WORDS[MAYA]}")])
-    chat = make_chat(store, gap_policy=gaps, retriever=ErasingRetriever(store))
+    chat = make_chat(store, gap_policy=gaps, retriever=retriever)
     reply = await chat.turn(MAYA, "s3", f"While in flight: is Dr. {WORDS[MAYA]} my dentist?")
     AuditLog(store).flush()
 
     assert reply.decision is not None
-    assert erasures
+    assert retriever.erasures
     assert _where(store, WORDS[MAYA]) == set()
     assert _where(store, WORDS[EVE]) == eve_before
     [row] = [
@@ -318,22 +324,11 @@ async def test_a_search_in_flight_during_the_erasure_is_logged_without_its_words
     store = any_store
     await _converse(store, clock)
     eve_before = _where(store, WORDS[EVE])
-    erasures = []
-
-    class ErasingRetriever(HybridRetriever):
-        async def retrieve(self, scope: Principal, query: str, **kw: Any) -> Any:
-            found = await super().retrieve(scope, query, **kw)
-            if not erasures:
-                clock.advance(seconds=1)
-                erasures.append(erase_principal(store, MAYA))
-            return found
-
-    chat = make_chat(
-        store, memory_mode="tool_only", trigger_mode="auto", retriever=ErasingRetriever(store)
-    )
+    retriever = _ErasingRetriever(store, clock, MAYA)
+    chat = make_chat(store, memory_mode="tool_only", trigger_mode="auto", retriever=retriever)
     reply = await chat.turn(MAYA, "s3", f"In flight: is Dr. {WORDS[MAYA]} my dentist?")
 
-    assert erasures and reply.searches
+    assert retriever.erasures and reply.searches
     assert _where(store, WORDS[MAYA]) == set()
     assert _where(store, WORDS[EVE]) == eve_before
     rows = store.query(
