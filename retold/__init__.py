@@ -42,6 +42,7 @@ from ._errors import (
     UnfittedBundleError,
     UsageError,
 )
+from ._export import PrincipalExport, export_principal
 from ._extraction import (
     ExtractedRecord,
     ExtractionResult,
@@ -195,6 +196,7 @@ __all__ = [
     "PolicyError",
     "PostgresStore",
     "Principal",
+    "PrincipalExport",
     "ProfileAssembler",
     "ProfileBlock",
     "ProfileEntry",
@@ -243,6 +245,7 @@ __all__ = [
     "check_eligibility",
     "confirmed_evidence",
     "erase_principal",
+    "export_principal",
     "extract_session",
     "find_supporting_claim",
     "open_store",

@@ -823,7 +823,7 @@ class AuditLog:
             "ORDER BY d.created_at, d.session_id, d.turn_index, d.id",
             params,
         )
-        return [_decode(row) for row in rows]
+        return [decode_decision_row(row) for row in rows]
 
     def search_rows(self, decision_id: str) -> list[dict[str, Any]]:
         """The ``search_log`` rows of one turn decision, in gap order."""
@@ -863,7 +863,7 @@ def _digest(hex_digest: str | None) -> bytes | None:
     return None if hex_digest is None else bytes.fromhex(hex_digest)
 
 
-def _decode(row: Mapping[str, Any]) -> dict[str, Any]:
+def decode_decision_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A row with JSON decoded, digests as hex and ``verdicts`` as record id -> reason."""
     out = dict(row)
     for column in ("config_sha256", "draft_sha256", "response_sha256"):

@@ -4,11 +4,14 @@ the store."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
+from .._export import export_principal
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._store import draft_from
 from ._common import add_db, add_json, add_scope, emit, emit_counts, open_store, scope_of
@@ -63,6 +66,19 @@ def register(sub: Any) -> None:
     erase.add_argument("--yes", action="store_true", help="confirm: the erasure cannot be undone")
     add_json(erase)
     erase.set_defaults(handler=_erase)
+
+    export = msub.add_parser(
+        "export",
+        help="print everything stored about one principal as JSON: records, transcript, "
+        "profile snapshots, reviews, audit and events (an access or portability request)",
+    )
+    add_db(export)
+    add_scope(export)
+    export.add_argument(
+        "--out",
+        help="write the JSON to this file instead (created with mode 0600, replaced whole)",
+    )
+    export.set_defaults(handler=_export)
 
     vacuum = msub.add_parser(
         "vacuum",
@@ -205,6 +221,44 @@ def _erase(args: argparse.Namespace) -> int:
         erasure = erase_principal(store, scope, actor="cli")
     emit_counts(args, erasure, f"erased {scope.tenant}/{scope.principal}")
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_store(args, must_exist=True) as store:
+        exported = export_principal(store, scope)
+    text = exported.to_json() + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    _write_private(Path(args.out), text)
+    sizes = ", ".join(
+        f"{name} {len(rows)}"
+        for name, rows in exported.model_dump().items()
+        if isinstance(rows, list)
+    )
+    print(f"exported {scope.tenant}/{scope.principal} to {args.out}: {sizes}")
+    return 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only, replacing it whole: a failed
+    write leaves no partial file behind and an earlier file as it was."""
+    if not path.parent.is_dir():
+        raise InvalidInputError("out", f"no directory {str(path.parent)!r}")
+    if path.is_dir():
+        raise InvalidInputError("out", f"{str(path)!r} is a directory")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InvalidInputError("out", f"cannot write {str(path)!r}: {exc.strerror}") from None
 
 
 def _vacuum(args: argparse.Namespace) -> int:
