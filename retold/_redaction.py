@@ -14,7 +14,7 @@ import hmac
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +38,25 @@ _NOT_REDACTED = r"(?![\"']?\[REDACTED:)"
 class _Detector:
     family: str
     pattern: re.Pattern[str]
-    # Lower-case literals, one of which every match (or, for ``aws_secret_key``, the
-    # context it needs) contains: text holding none of any detector's anchors is clean
+    # Lower-case literals, one of which every match (or, for a detector with a ``check``,
+    # the context it needs) contains: text holding none of any detector's anchors is clean
     # without running the patterns (see ``_may_hold_secret``).
     anchors: tuple[str, ...]
     group: int = 0  # which group holds the secret (0: the whole match)
+    # Whether a match (view, start, end of the group) is a secret: the context a pattern
+    # cannot check in linear time, or a checksum.
+    check: Callable[[str, int, int], bool] | None = None
 
 
 def _d(
-    family: str, pattern: str, anchors: tuple[str, ...], group: int = 0, flags: int = 0
+    family: str,
+    pattern: str,
+    anchors: tuple[str, ...],
+    group: int = 0,
+    flags: int = 0,
+    check: Callable[[str, int, int], bool] | None = None,
 ) -> _Detector:
-    return _Detector(family, re.compile(pattern, flags), anchors, group)
+    return _Detector(family, re.compile(pattern, flags), anchors, group, check)
 
 
 def _spelled(*parts: str) -> tuple[str, ...]:
@@ -87,26 +95,48 @@ _ASSIGNED_ANCHORS = (
 # ``tests/test_redaction.py`` checks this with a property test over long adversarial
 # strings, and ``retold bench redaction`` measures it.
 _JWT_CHARS = r"[A-Za-z0-9_-]"
-# How a sentence states a password, up to its value: the name, at most four words saying
-# what it opens ("for the router", "to my bank account"), then "is"/"was"/"has been"/"'s"
-# (or "="), an optional colon, "now"/"still", and "set/changed/reset/updated to".
-_STATED = (
-    r"(?i)\b(?:password|passphrase|passcode|pin code)"
+# What a sentence names as a secret it states: a password, a passcode, the answer to a
+# security question, a Wi-Fi network's key.
+_STATED_NAME = (
+    r"(?:password|passphrase|passcode|pin\s++code|security\s++answer|secret\s++answer|"
+    r"answer\s++to\s++(?:my|the)\s++security\s++question|"
+    r"(?:wi-?fi|wlan|network)\s++(?:key|passkey))"
+)
+# How a sentence states a secret, up to its value: the name, at most four words saying
+# what it opens ("for the router", "to my bank account"), then "is"/"was"/"has been"/"'s",
+# "=", ":" or an arrow, an optional colon, "now"/"still", and "set/changed/reset/updated
+# to".
+_STATED_OPENER = (
     # No "[" in those words: a placeholder's own colon is never the statement's.
     r"(?:\s++(?:for|of|to|on|at)(?:\s++[^\s:=\[]{1,30}+){1,4}?)?"
-    r"(?:['\u2019]s|\s++(?:is|was|has\s++been)|\s*+=)(?:\s*+:)?+"
+    r"(?:['\u2019]s|\s++(?:is|was|has\s++been)|\s*+(?:=|:|->|=>|\u2192))(?:\s*+:)?+"
     # Possessive: a placeholder after "now" is not the chance to take "now" for the value.
     r"(?:\s++(?:now|still)\b)?+(?:\s++(?:set|changed|reset|updated)\s++to\b)?+\s++"
 )
+_STATED = r"(?i)\b" + _STATED_NAME + _STATED_OPENER
 # "I changed my password to ...", "set the wifi passcode to ...".
 _CHANGED_TO = (
     r"(?i)\b(?:set|change|changed|reset|update|updated)\s++(?:(?:my|the|your|our)\s++)?"
-    r"(?:[^\s:=]{1,30}+\s++)?(?:password|passphrase|passcode|pin code)\s++to\s++"
+    r"(?:[^\s:=]{1,30}+\s++)?" + _STATED_NAME + r"\s++to\s++"
 )
 # Quoted, the value runs to its closing quote (a passphrase has spaces); bare, to the
 # first space.
 _STATED_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)"
-_STATED_NAMES = ("password", "passphrase", "passcode", "pin code")
+_STATED_NAMES = (
+    "password",
+    "passphrase",
+    "passcode",
+    "pin code",
+    "security answer",
+    "secret answer",
+    "security question",
+    "fi key",
+    "fi passkey",
+    "wlan key",
+    "wlan passkey",
+    "network key",
+    "network passkey",
+)
 # The same statement in the other languages the model-free rules read: the word for
 # password (German, Dutch, French, Spanish, Portuguese, Polish, Danish, Norwegian, Swedish,
 # Turkish, Russian and Ukrainian), at most four words after a preposition, then a copula
@@ -138,13 +168,67 @@ _STATED_ELSEWHERE = (
     r"(?:\s++(?:ist|lautet|war|is|was|est|était|es|era|é|to|jest|er|var|är|это|є)\b|"
     r"\s*+[:=\u2014])"
     r"|\bpassword\s++(?:è|era)\b"
+    # Arabic: "كلمة المرور" / "كلمة السر" / "رمز المرور", at most three words, then
+    # "هي"/"هو" or a colon.
+    r"|(?:كلمة\s++(?:المرور|السر)|رمز\s++المرور)(?:\s++[^\s:=\[]{1,20}+){0,3}?"
+    r"\s*+(?:هي|هو|:)"
     r"|(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)\s*+(?:是|为|為|は|는|은|:|：))"
     r"(?:\s*+:)?+\s*+"
 )
 _ELSEWHERE_ANCHORS = (
     *_ELSEWHERE_NAMES,
     *("password", "密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호"),
+    *("المرور", "السر"),
 )
+# Hindi puts the value between the name and the verb ("मेरा पासवर्ड X है"), or after "है"
+# or a colon; a value is taken only in Latin letters, digits and ASCII symbols, as
+# passwords are typed, so a Hindi sentence about the password is not one.
+_HINDI_STATED = r"(?:पासवर्ड|पासकोड)\s*+(?:(?:है|:|=)\s*+)?"
+
+# A payment card number: 13 to 19 digits, written whole or in the groups cards print
+# (4-4-4-4, or 4-6-5 and 4-6-4), one separator throughout. It counts only when its Luhn
+# check digit holds and a word for a card stands in the 64 characters before it.
+_CARD_WORDS = (
+    "card",
+    "visa",
+    "amex",
+    "american express",
+    "maestro",
+    "diners",
+    "discover",
+    "credit",
+    "debit",
+    "karte",
+    "tarjeta",
+    "carte",
+    "cartão",
+    "carta",
+    "kaart",
+    "kort",
+)
+_CARD_CONTEXT = re.compile(r"(?i)\b(?:" + "|".join(_CARD_WORDS) + r")")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card_number(view: str, start: int, end: int) -> bool:
+    digits = "".join(c for c in view[start:end] if c.isdigit())
+    window = view[max(0, start - _CONTEXT_WINDOW) : start]
+    return _luhn(digits) and bool(_CARD_CONTEXT.search(window))
+
+
+# A secret that is a run of words: a passphrase, quoted or up to eight words to the end of
+# its clause, and a wallet's seed (recovery) phrase, twelve to twenty-four words.
+_PHRASE_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[^\s.,;!?\"']++(?:[ \t]++[^\s.,;!?\"']++){0,7})"
+_SEED_WORDS = r"((?:[A-Za-z]{3,8}+[ \t,]++){11,23}[A-Za-z]{3,8}+)"
 _SCHEME = r"[A-Za-z0-9+.-]"
 
 _DETECTORS: tuple[_Detector, ...] = (
@@ -180,7 +264,12 @@ _DETECTORS: tuple[_Detector, ...] = (
     ),
     # The 40-character secret is found first (bounded, at the start of its run); the
     # "aws ... secret/key ... =" context before it is checked on a bounded window.
-    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])", ("aws",)),
+    _d(
+        "aws_secret_key",
+        r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+        ("aws",),
+        check=lambda view, start, _end: _aws_context(view, start),
+    ),
     _d(
         "github_token",
         r"\b(?i:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,255}\b",
@@ -205,6 +294,74 @@ _DETECTORS: tuple[_Detector, ...] = (
         + _NOT_REDACTED
         + r"([^/\s@]++)@",
         ("://",),
+        1,
+    ),
+    # Before the assignments, which take one word: "passphrase: correct horse battery".
+    _d(
+        "passphrase",
+        r"(?i)\bpass\s?phrase" + _STATED_OPENER + _NOT_REDACTED + _PHRASE_VALUE,
+        ("passphrase", "pass phrase"),
+        1,
+    ),
+    _d(
+        "seed_phrase",
+        r"(?i)\b(?:seed|recovery|mnemonic|backup|secret)\s++(?:phrase|words)\b"
+        r"(?:[^\n\d\[]{0,40}?[:=\s])??\s*+" + _NOT_REDACTED + _SEED_WORDS,
+        (
+            "seed phrase",
+            "seed words",
+            "recovery phrase",
+            "recovery words",
+            "mnemonic",
+            "backup phrase",
+            "backup words",
+            "secret phrase",
+            "secret words",
+        ),
+        1,
+    ),
+    _d(
+        "payment_card",
+        r"(?<![\d.,/-])(\d{4}([ -]?)\d{4}\2\d{4}\2\d{4}|\d{4}([ -]?)\d{6}\3\d{4,5}|"
+        r"\d{13,19})(?![\d.,/]\d|\d)",
+        _CARD_WORDS,
+        1,
+        check=_card_number,
+    ),
+    _d(
+        "card_security_code",
+        r"(?i)\b(?:cvv2?|cvc2?|card\s++security\s++code|security\s++code)\b"
+        r"(?:\s++(?:is|was)|\s*+[:=#])?+\s*+" + _NOT_REDACTED + r"(\d{3,4}+)(?!\d)",
+        ("cvv", "cvc", "security code"),
+        1,
+    ),
+    # A PIN is digits: "my PIN is 4821", "the PIN for my card: 4821", "PIN 4821".
+    _d(
+        "pin",
+        r"(?i)\bpin(?:\s++(?:number|code|no\.?))?+"
+        r"(?:\s++(?:for|of|to|on|at)(?:\s++[^\s\d:=\[]{1,30}+){1,4}?)?"
+        r"(?:['\u2019]s|\s++(?:is|was|has\s++been)|\s*+[:=#])?+(?:\s++(?:now|still)\b)?+\s*+"
+        + _NOT_REDACTED
+        + r"(\d{4,12}+)(?![\d.,]\d|\d)",
+        ("pin",),
+        1,
+    ),
+    # A code that opens something: "the door code is 4455#", "code for the alarm: 7741".
+    _d(
+        "access_code",
+        r"(?i)\b(?:(?:door|gate|alarm|garage|entry|access|lock|keypad|safe|building|lockbox)"
+        r"\s++code|code\s++(?:for|to|of)\s++(?:(?:the|my|our|your)\s++)?(?:front\s++|back\s++)?"
+        r"(?:door|gate|alarm|garage|entry|building|lockbox|safe|keypad))\b"
+        r"(?:\s++(?:is|was)|\s*+[:=])?+\s*+" + _NOT_REDACTED + r"([0-9#*]{3,12}+)(?![\d.,]\d)",
+        ("code",),
+        1,
+    ),
+    # A US social security number after its name.
+    _d(
+        "ssn",
+        r"(?i)\b(?:ssn|social\s++security\s++(?:number|no\.?|#))(?:\s++(?:is|was)|\s*+[:=#])?+"
+        r"\s*+" + _NOT_REDACTED + r"(\d{3}([- ]?)\d{2}\2\d{4})(?!\d)",
+        ("ssn", "social security"),
         1,
     ),
     _d(
@@ -236,6 +393,12 @@ _DETECTORS: tuple[_Detector, ...] = (
         _ELSEWHERE_ANCHORS,
         1,
     ),
+    _d(
+        "stated_password",
+        _HINDI_STATED + _NOT_REDACTED + r"([!-~]{3,}+)",
+        ("पासवर्ड", "पासकोड"),
+        1,
+    ),
 )
 
 _SECRET_NAME = re.compile(r"(?i)\s*[\"']?(?:" + _ASSIGNED_NAMES + r")[\"']?\s*")
@@ -245,6 +408,11 @@ _AWS_SECRET_CONTEXT = re.compile(
     r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[:=\s]\s{0,8}[\"']?\Z", re.DOTALL
 )
 _CONTEXT_WINDOW = 64
+
+
+def _aws_context(view: str, start: int) -> bool:
+    return bool(_AWS_SECRET_CONTEXT.search(view[max(0, start - _CONTEXT_WINDOW) : start]))
+
 
 DETECTOR_FAMILIES: tuple[str, ...] = tuple(sorted({d.family for d in _DETECTORS}))
 
@@ -353,10 +521,8 @@ def _scan(view: str) -> list[tuple[int, int, str]]:
             start, end = m.span(det.group)
             if start < 0 or end <= start:
                 continue
-            if det.family == "aws_secret_key":
-                window = view[max(0, start - _CONTEXT_WINDOW) : start]
-                if not _AWS_SECRET_CONTEXT.search(window):
-                    continue
+            if det.check is not None and not det.check(view, start, end):
+                continue
             found.append((start, end, det.family))
     return found
 

@@ -65,6 +65,19 @@ PLANTED: dict[str, tuple[str, str]] = {
     "assigned_secret": ("config api_key=" + "Zx9Qw8Er7Ty6Ui5O", "Zx9Qw8Er7Ty6Ui5O"),
     "stated_password": ("my password is " + "CorrectHorse42", "CorrectHorse42"),
     "bearer_token": ("Authorization: Bearer " + "x7Kq2mP9vL4nR8tW1zY6", "x7Kq2mP9vL4nR8tW1zY6"),
+    "passphrase": ("my passphrase is " + "velvet otter sings", "velvet otter sings"),
+    "seed_phrase": (
+        "wallet seed phrase: " + "abandon ability able about above absent absorb abstract "
+        "absurd abuse access accident",
+        "absurd abuse access accident",
+    ),
+    "payment_card": ("my visa card 4111 1111 " + "1111 1111 exp 09/27", "4111 1111 " + "1111 1111"),
+    # A short number is no unique byte string (a timestamp holds "737" as well): these
+    # secrets are written with their label, which only the unredacted text has before them.
+    "card_security_code": ("the CVV is " + "737", "CVV is 737"),
+    "pin": ("my bank PIN is " + "4821", "PIN is 4821"),
+    "access_code": ("the gate code is " + "2580#", "code is 2580"),
+    "ssn": ("my SSN is " + "078-05-" + "1120", "078-05-1120"),
 }
 
 
@@ -366,6 +379,10 @@ _PLACEHOLDER = re.compile(r"[\"'\s]*\[REDACTED:[a-z_]+-[0-9a-f]{12}\]")
                 *("password for the wifi is ", "changed my password to ", " now ", "Bearer "),
                 *("OPENAI_API_KEY=", "api key: ", " set to "),
                 *("Das Passwort für den Router ist ", "密码是", "пароль: ", "lösenordet mitt är "),
+                *("visa ", "4111 1111 1111 1111", "4111111111111111", "5555-5555-5555-4444"),
+                *("the PIN is ", "4821", "cvv ", "door code is ", "SSN: ", "078-05-1120"),
+                *("seed phrase: ", "abandon ", "ability able ", "my passphrase is ", "#"),
+                *("كلمة المرور هي ", "पासवर्ड ", " है"),
             ]
         ),
         min_size=2,
@@ -397,6 +414,12 @@ def test_redacting_chained_anchors_reaches_a_fixpoint(pieces: list[str]) -> None
         "the passcode has been changed to Zx9Qw8Er7Ty6Ui5O",
         "my wifi password is now Zx9Qw8Er7Ty6Ui5O",
         "I changed my email password to Zx9Qw8Er7Ty6Ui5O yesterday",
+        "my password for netflix: Zx9Qw8Er7Ty6Ui5O",
+        "password -> Zx9Qw8Er7Ty6Ui5O",
+        "my security answer is Zx9Qw8Er7Ty6Ui5O",
+        "the answer to my security question is Zx9Qw8Er7Ty6Ui5O",
+        "the wi-fi key is Zx9Qw8Er7Ty6Ui5O",
+        "our network key: Zx9Qw8Er7Ty6Ui5O",
     ],
 )
 def test_secrets_as_people_paste_or_say_them(text: str) -> None:
@@ -428,6 +451,10 @@ def test_secrets_as_people_paste_or_say_them(text: str) -> None:
         "我的密码是Zx9Qw8Er7Ty6Ui5O",
         "パスワードはZx9Qw8Er7Ty6Ui5Oです",
         "비밀번호는 Zx9Qw8Er7Ty6Ui5O",
+        "كلمة المرور هي Zx9Qw8Er7Ty6Ui5O",
+        "كلمة السر الخاصة بي: Zx9Qw8Er7Ty6Ui5O",
+        "मेरा पासवर्ड Zx9Qw8Er7Ty6Ui5O है",
+        "पासवर्ड: Zx9Qw8Er7Ty6Ui5O",
     ],
 )
 def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
@@ -452,11 +479,61 @@ def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
         "Je dois changer mon mot de passe demain",
         "La contraseña no funciona",
         "Il mio password manager è ottimo",
+        "the pin on my jacket is loose",
+        "pin 3 of the header goes to ground",
+        "I pinned 1234 posts",
+        "my PIN changed last week",
+        "code review is at 10",
+        "the door code changed yesterday",
+        "my credit score is 720",
+        "order 4111111111111111 shipped",
+        "Order 1234 5678 9012 3456 for the card",
+        "my card ends in 1234",
+        "my card number is 1234 5678 9012 3456",  # its check digit is wrong
+        "card 4111 1111 1111 1112",
+        "card game for 4 players",
+        "my visa expires 2027-05-01",
+        "security code of conduct",
+        "the security code is 482913",
+        "The SSN field is optional",
+        "seed phrase words are important",
+        "मेरा पासवर्ड बदल गया है",
+        "نسيت كلمة المرور",
     ],
 )
 def test_prose_about_secrets_is_kept(text: str) -> None:
     """Words around secrets without a value in the form the detectors know stay as they are."""
     assert Redactor(b"k" * 32).redact(text) == text
+
+
+def test_payment_and_access_secrets_lose_every_digit() -> None:
+    """A card number in any of the groupings cards print, its security code, a PIN, a code
+    that opens a door and a social security number: each is replaced whole, once."""
+    r = Redactor(b"k" * 32)
+    for text, digits in [
+        ("Card: 4111111111111111, CVC 123", ["4111111111111111", "123"]),
+        ("amex 3782 822463 10005 exp 11/26", ["3782", "822463", "10005"]),
+        ("my debit card is 5555-5555-5555-4444", ["5555-5555-5555-4444"]),
+        ("the PIN for my card: 0042", ["0042"]),
+        ("PIN 7311", ["7311"]),
+        ("the code for the front door is 1984*", ["1984"]),
+        ("social security number 078 05 1120", ["078 05 1120"]),
+    ]:
+        out = r.redact(text)
+        assert not any(d in out for d in digits), out
+        assert r.redact(out) == out
+
+
+def test_a_seed_phrase_and_a_passphrase_lose_every_word() -> None:
+    """A wallet's seed phrase (twelve to twenty-four words) and a passphrase (to the end of
+    its clause, at most eight words) are secrets made of words."""
+    r = Redactor(b"k" * 32)
+    seed = " ".join(["legal", "winner", "thank", "year", "wave", "sausage"] * 2)
+    out = r.redact(f"My recovery phrase is {seed}. Keep it safe.")
+    assert out.startswith("My recovery phrase is [REDACTED:seed_phrase-")
+    assert out.endswith("]. Keep it safe.") and "winner" not in out
+    out = r.redact("my passphrase is correct horse battery staple, don't share it")
+    assert "horse" not in out and out.endswith("], don't share it")
 
 
 @pytest.mark.parametrize(
