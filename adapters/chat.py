@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, Self
 
 import anyio
 import structlog
@@ -55,7 +55,7 @@ from retold._records import (
     UtcDatetime,
     scope_id,
 )
-from retold._store import SQLiteStore, Store, WriteTx
+from retold._store import Store, WriteTx
 from retold._tokens import TokenCounter, token_counter
 from retold._turn_input import check_chat_turn
 from retold._typing import Retriever
@@ -577,10 +577,8 @@ class MemoryChat:
         if self.extractor is None:
             return None
         session_id = scope_id("session_id", session_id)
-        # extract_session runs on any Store; its annotation names SQLiteStore because its
-        # module's source is hashed into the offline bundles' manifests.
         result = await extract_session(
-            cast(SQLiteStore, self.store), scope, session_id, self.extractor, user=self.user_name
+            self.store, scope, session_id, self.extractor, user=self.user_name
         )
         if self.activation is not None:
             for record_id in result.written:

@@ -13,13 +13,13 @@ import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from retold._activation_schema import ACTIVATION_CATEGORIES as _CORE_ACTIVATION_CATEGORIES
 from retold._orchestrator import _KIND_TO_CATEGORY, store_inventory
 from retold._policies import GapCategory, ReasonCode
 from retold._records import Principal
-from retold._store import SQLiteStore, Store
+from retold._store import Store
 
 from ._identity import sha256_json, sha256_text
 
@@ -164,7 +164,7 @@ class InventoryBuilder:
     )
 
     def __call__(self, store: Store, scope: Principal) -> list[str]:
-        return store_inventory(cast(SQLiteStore, store), scope)  # it runs on any Store
+        return store_inventory(store, scope)
 
     def identity(self) -> dict[str, Any]:
         """The manifest identity: the builder's source and its kind-to-category mapping."""

@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 
@@ -54,7 +54,7 @@ from ._open import scratch_store
 from ._packing import PackingConfig, pack
 from ._records import Candidate, Principal, ProfileBlock, RecordDraft, RecordKind, SourceType
 from ._retrieval import HybridRetriever, RetrievalConfig, index_entities
-from ._store import SQLiteStore, Store
+from ._store import Store
 from ._tokens import TokenCounter, token_counter
 from ._typing import Embedder
 
@@ -178,7 +178,7 @@ async def _orchestrator_candidates(
     if planner is None:
         queries = [question]
     else:
-        inventory = await anyio.to_thread.run_sync(store_inventory, cast(SQLiteStore, store), scope)
+        inventory = await anyio.to_thread.run_sync(store_inventory, store, scope)
         decision = planner.plan(question, None, ProfileBlock.empty(), inventory)
         if inspect.isawaitable(decision):
             decision = await decision

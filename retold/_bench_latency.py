@@ -63,7 +63,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 
@@ -457,7 +457,7 @@ class _Bench:
 
             def slow(store: Store, scope: Principal) -> list[str]:
                 time.sleep(0.5)
-                return store_inventory(cast(SQLiteStore, store), scope)
+                return store_inventory(store, scope)
 
             extra["inventory_fn"] = slow
         gap_cls = SyncScriptedGapPolicy if sync else ScriptedGapPolicy

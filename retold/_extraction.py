@@ -89,7 +89,7 @@ from ._records import (
     UtcDatetime,
     WriteOrigin,
 )
-from ._store import SQLiteStore, Writer
+from ._store import Store, WriteTx
 
 __all__ = [
     "ExtractedRecord",
@@ -209,7 +209,7 @@ def _idempotency_key(extractor: str, session_id: str, item: ExtractedRecord) -> 
 
 
 async def extract_session(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     session_id: str,
     extractor: Extractor,
@@ -283,7 +283,7 @@ async def extract_session(
 _PEOPLE_LIMIT = 1000
 
 
-def _people_of(store: SQLiteStore, scope: Principal) -> frozenset[str]:
+def _people_of(store: Store, scope: Principal) -> frozenset[str]:
     """The names the principal gave their people in their newest live records ("my partner
     Jonas", "our neighbour Mrs. Li")."""
     return frozenset(
@@ -326,7 +326,7 @@ def _draft(
     )
 
 
-def _progress(store: SQLiteStore, scope: Principal, session_id: str, ident: str) -> int:
+def _progress(store: Store, scope: Principal, session_id: str, ident: str) -> int:
     rows = store.query(
         "SELECT next_turn_index FROM extraction_progress "
         "WHERE tenant = ? AND principal = ? AND session_id = ? AND extractor = ?",
@@ -336,7 +336,7 @@ def _progress(store: SQLiteStore, scope: Principal, session_id: str, ident: str)
 
 
 def _record_failure(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     session_id: str,
     ident: str,
@@ -372,7 +372,7 @@ def _record_failure(
 
 
 def _write(
-    store: SQLiteStore,
+    store: Store,
     scope: Principal,
     session_id: str,
     ident: str,
@@ -427,7 +427,7 @@ def _write(
     )
 
 
-def _attribute_holder(w: Writer, scope: Principal, draft: RecordDraft) -> str | None:
+def _attribute_holder(w: WriteTx, scope: Principal, draft: RecordDraft) -> str | None:
     """The live record this draft's attribute replaces (the newest one), if any: the same
     attribute, else an allergy the draft corrects ("allergic to sesame, not shellfish")."""
     if not draft.attribute or draft.kind not in SEMANTIC_KINDS:

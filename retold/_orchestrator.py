@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, Protocol, Self, cast
 
 import anyio
 import anyio.from_thread
@@ -282,9 +282,16 @@ def ensure_inventory_index(store: Store) -> None:
     store.ensure_schema("inventory", _INVENTORY_MIGRATIONS)
 
 
-# Runs on any Store. Its source is part of every bundle's manifest, so its annotation stays as
-# recorded: editing it would void every fitness result recorded for the bundles.
-def store_inventory(store: SQLiteStore, scope: Principal) -> list[str]:
+class StoreReads(Protocol):
+    """What :func:`store_inventory` reads through: any :class:`Store`, or its event-loop
+    reads (:class:`_InlineReads`)."""
+
+    def clock(self) -> datetime: ...
+
+    def query(self, sql: str, params: Sequence[Any] = ...) -> list[dict[str, Any]]: ...
+
+
+def store_inventory(store: StoreReads, scope: Principal) -> list[str]:
     """The default inventory: gap categories the principal's live conditional records cover.
 
     Content-free: it reads only which record kinds exist (never text) and maps them to gap
@@ -324,8 +331,8 @@ class _NotInline(Exception):
 class _InlineReads:
     """A store seen through its event-loop reads (:meth:`SQLiteStore.query_inline`).
 
-    Lets :func:`store_inventory`, unchanged (its source is part of the bundle manifest), read
-    on the event loop; a read that must go to a worker thread raises :class:`_NotInline`.
+    Lets :func:`store_inventory` read on the event loop; a read that must go to a worker
+    thread raises :class:`_NotInline`.
     """
 
     __slots__ = ("_store", "clock")
@@ -1058,8 +1065,7 @@ class UtilityAwareOrchestrator:
                     try:
                         if not isinstance(self.store, SQLiteStore):
                             raise _NotInline  # only SQLite reads on the event loop
-                        inline = cast(SQLiteStore, _InlineReads(self.store))
-                        raw = store_inventory(inline, t.scope)
+                        raw = store_inventory(_InlineReads(self.store), t.scope)
                     except _NotInline:  # a lock was busy or the read was slow
                         raw = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
                 else:  # a host's function may never return: a daemon thread, abandoned
