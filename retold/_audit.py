@@ -155,6 +155,10 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX turn_decisions_created ON turn_decisions (created_at);
     CREATE INDEX search_log_created ON search_log (created_at);
     """,
+    # A principal's searches (erasure, export, one turn's searches) without a scan.
+    """
+    CREATE INDEX search_log_scope ON search_log (tenant, principal, session_id, turn_index);
+    """,
 )
 
 #: Decisions (with their searches and labels) one prune transaction deletes: the turn

@@ -26,6 +26,8 @@ from retold import (
     export_principal,
 )
 from retold._audit import AuditLog
+from retold._erasure import _COMPONENTS
+from retold._export import _SECTIONS
 from retold.cli import main
 
 from .conftest import FixedClock
@@ -194,3 +196,14 @@ def test_memory_export_refuses_bad_input_and_writes_nothing(
     nothing = tmp_path / "none.db"
     assert main(["memory", "export", "--db", str(nothing), *scope[2:]]) == 2
     assert "db" in capsys.readouterr().err and not nothing.exists()
+
+
+def test_a_principals_searches_are_read_on_an_index(store: SQLiteStore) -> None:
+    """Erasing or exporting one principal reads their rows of the audit's largest table
+    through its scope index, not by scanning every principal's searches."""
+    AuditLog(store)
+    [erase_sql] = [sql for _, _, stmts in _COMPONENTS for t, sql in stmts if t == "search_log"]
+    [export_sql] = [sql for name, _, sql, _ in _SECTIONS if name == "searches"]
+    for sql in (erase_sql, export_sql):
+        plan = store.query("EXPLAIN QUERY PLAN " + sql, ["acme", "maya"])
+        assert any("search_log_scope" in row["detail"] for row in plan), plan
