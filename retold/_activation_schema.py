@@ -66,6 +66,10 @@ _ACTIVATION_MIGRATIONS: tuple[str, ...] = (
         ON activation_reviews (tenant, principal, record_id) WHERE status = 'pending';
     CREATE INDEX activation_reviews_status ON activation_reviews (status, created_at, id);
     """,
+    # One principal's items (their review queue, erasure, export) without a scan.
+    """
+    CREATE INDEX activation_reviews_scope ON activation_reviews (tenant, principal, created_at);
+    """,
 )
 
 

@@ -126,6 +126,10 @@ _MIGRATIONS = (
         time TEXT NOT NULL
     );
     """,
+    # One principal's failures (erasure, export) without a scan.
+    """
+    CREATE INDEX extraction_failures_scope ON extraction_failures (tenant, principal);
+    """,
 )
 
 
