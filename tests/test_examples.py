@@ -151,3 +151,19 @@ def test_example_script_prints_no_log_lines(tmp_path: Path) -> None:
     assert lines[0].startswith("bundle: offline-reference")
     assert lines[-1] == f"memory is in {tmp_path / 'm.db'}"
     assert not [line for line in lines if "[debug" in line or "[info" in line]
+
+
+def test_privacy_requests(tmp_path: Path) -> None:
+    """The access request exports the user's words; after the erasure (and vacuum) neither
+    the export nor the database file holds them, and the other user keeps theirs."""
+    out = tmp_path / "alice.json"
+    result = anyio.run(lambda: load("privacy_requests").main(tmp_path / "m.db", out))
+    assert result == {
+        "exported_records": result["exported_records"],
+        "words_before": True,
+        "words_after": False,
+        "other_kept": True,
+    }
+    assert isinstance(result["exported_records"], int) and result["exported_records"] > 0
+    assert "Okonkwo" in out.read_text(encoding="utf-8")
+    assert out.stat().st_mode & 0o077 == 0

@@ -1,0 +1,103 @@
+"""A user's privacy requests: "what do you keep about me?" and "forget me".
+
+1. Serve two users for a session each (the offline bundle, shadow mode) and end the sessions,
+   so their words are in the transcript, the extracted records, the profile and the audit.
+2. Access: ``export_principal`` reads everything kept for one user in one transaction; the
+   host hands the JSON over (``retold memory export --out FILE`` does the same from a shell,
+   writing the file readable by its owner only).
+3. Erasure: ``erase_principal`` removes every copy of that user's words in one transaction,
+   the other user's stay; work still in flight for the user writes none of them afterwards.
+   ``store.vacuum()`` then removes the erased text from the database file as well.
+4. A second export shows what is left: content-free rows (deleted records without their
+   text, decision skeletons, the event log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+import structlog
+
+from retold import Principal, SQLiteStore, erase_principal, export_principal
+from retold.adapters import MemoryChat, OfflineResponder
+from retold.policy.reference import get_bundle
+
+USERS = {
+    Principal(tenant="acme", principal="alice"): [
+        "Please always answer me concisely. My sister Ines lives in Porto.",
+        "My dentist is Dr. Okonkwo, on Tuesdays.",
+    ],
+    Principal(tenant="acme", principal="bruno"): [
+        "I'm training for the Lisbon half marathon in March.",
+    ],
+}
+
+
+async def main(db: Path, out: Path) -> dict[str, object]:
+    """Serve, then answer alice's requests; returns what each step found."""
+    bundle = get_bundle("offline-reference")
+    with SQLiteStore(db) as store:
+        chat = MemoryChat.from_bundle(
+            store=store,
+            bundle=bundle,
+            responder=OfflineResponder(),
+            config=bundle.config(shadow=True),
+        )
+        async with chat:
+            for user, turns in USERS.items():
+                for text in turns:
+                    await chat.turn(user, "s1", text)
+                await chat.end_session(user, "s1")  # extraction + activation
+        # Export, erasure and vacuum are blocking store calls: off the event loop.
+        return await anyio.to_thread.run_sync(answer_requests, store, db, out)
+
+
+def answer_requests(store: SQLiteStore, db: Path, out: Path) -> dict[str, object]:
+    """Alice's access request, then her erasure request."""
+    alice = Principal(tenant="acme", principal="alice")
+    print("access request: everything kept about alice")
+    before = export_principal(store, alice)
+    out.touch(mode=0o600)
+    out.write_text(before.to_json(), encoding="utf-8")
+    print(
+        f"  {len(before.records)} records, {len(before.transcript)} transcript turns, "
+        f"{len(before.turn_decisions)} turn decisions, {len(before.events)} events -> {out}"
+    )
+
+    print("erasure request: forget alice")
+    erasure = erase_principal(store, alice)
+    store.vacuum()  # the erased text leaves the database file too
+    print(f"  erased: {erasure.counts}")
+
+    after = export_principal(store, alice)
+    texts = sorted({r["text"] for r in after.records})
+    print(
+        f"  left: {len(after.records)} records (texts {texts}), {len(after.transcript)} "
+        f"transcript turns, {len(after.turn_decisions)} decision skeletons"
+    )
+    bruno = export_principal(store, Principal(tenant="acme", principal="bruno"))
+    return {
+        "exported_records": len(before.records),
+        "words_before": "Okonkwo" in before.to_json(),
+        "words_after": "Okonkwo" in after.to_json()
+        or any(b"Okonkwo" in f.read_bytes() for f in db.parent.glob(db.name + "*")),
+        "other_kept": "Lisbon" in bruno.to_json(),
+    }
+
+
+if __name__ == "__main__":
+    # The host's one logging line (README): Retold's warnings, on stderr; stdout stays ours.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    parser = argparse.ArgumentParser(description="Answer a user's access and erasure requests.")
+    parser.add_argument("--db", type=Path, default=Path(tempfile.mkdtemp()) / "memory.db")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp()) / "alice.json")
+    args = parser.parse_args()
+    anyio.run(lambda: main(args.db, args.out))
