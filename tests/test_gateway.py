@@ -12,7 +12,7 @@ import httpx2
 import openai
 import pytest
 
-from retold import PostgresStore, Principal, SQLiteStore, Store
+from retold import PostgresStore, Principal, SQLiteStore, Store, TranscriptTurn, erase_principal
 from retold._audit import AuditLog
 from retold._keys import KeyFile
 from retold.adapters import RetryPolicy
@@ -152,6 +152,34 @@ async def test_resent_history_is_recorded_once(env: Env) -> None:
     assert [(t.role.value, t.text) for t in turns] == [
         (m["role"], m["content"]) for m in history[1:]
     ]
+
+
+async def test_history_resent_during_an_erasure_is_not_recorded(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose principal is erased while it records the client's earlier messages
+    records none of them; its turn, begun after the erasure, is recorded as usual."""
+    read = env.store.turns
+    erased: list[object] = []
+
+    def turns_then_erase(scope: Principal, session_id: str) -> list[TranscriptTurn]:
+        held = read(scope, session_id)
+        if not erased:  # the operator erases alice while the gateway records her history
+            erased.append(erase_principal(env.store, ALICE))
+        return held
+
+    monkeypatch.setattr(env.store, "turns", turns_then_erase)
+    messages = [
+        {"role": "user", "content": "my locker is number 4417 at the Quetzal gym"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": "new question"},
+    ]
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m", messages=messages, extra_headers={"X-Retold-Session": "s-erase"}
+        )  # type: ignore[arg-type]
+    assert erased
+    assert [t.text for t in read(ALICE, "s-erase")] == ["new question", "echo: new question"]
 
 
 async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:

@@ -44,7 +44,7 @@ from retold._audit import AuditLog
 from retold._errors import AdapterHTTPError, InvalidInputError, PolicyError, RetoldError
 from retold._keys import ApiKeyEntry, KeyFile
 from retold._records import Principal, Role, TranscriptTurn, _scope_id
-from retold.adapters.chat import ChatReply, MemoryChat
+from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 
 from ._limits import TokenBuckets
 from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics
@@ -508,24 +508,28 @@ class Gateway:
             return None
 
     async def _record_history(self, scope: Principal, session_id: str, req: ChatRequest) -> None:
-        """Record the client's earlier messages the session does not hold yet."""
+        """Record the client's earlier messages the session does not hold yet, in one
+        transaction; none when the principal is erased meanwhile."""
         if not req.conversation:
             return
         store = self.chat.store
+        since = store.clock()
         stored = await anyio.to_thread.run_sync(store.turns, scope, session_id)
         held = sum(1 for t in stored if t.role in (Role.USER, Role.ASSISTANT))
-        index = stored[-1].turn_index + 1 if stored else 0
-        for role, text in req.conversation[held:]:
-            turn = TranscriptTurn(
+        first = stored[-1].turn_index + 1 if stored else 0
+        turns = [
+            TranscriptTurn(
                 session_id=session_id,
                 turn_index=index,
                 role=Role.USER if role == "user" else Role.ASSISTANT,
                 speaker=self.chat.user_name if role == "user" else None,
                 text=text,
-                time=store.clock(),
+                time=since,
             )
-            await anyio.to_thread.run_sync(store.add_turn, scope, turn)
-            index += 1
+            for index, (role, text) in enumerate(req.conversation[held:], start=first)
+        ]
+        if turns:
+            await anyio.to_thread.run_sync(_write_turns, store, scope, turns, since)
 
 
 class _TooLarge(Exception):
