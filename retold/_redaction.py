@@ -66,7 +66,7 @@ def _spelled(*parts: str) -> tuple[str, ...]:
 
 
 _ASSIGNED_NAMES = (
-    r"password|passwd|passphrase|pwd|secret[_ -]?key|secret|client[_ -]?secret|api[_ -]?key|"
+    r"password|passwd|passphrase|pwd|pw|psw|secret[_ -]?key|secret|client[_ -]?secret|api[_ -]?key|"
     r"access[_ -]?token|auth[_ -]?token|refresh[_ -]?token|bearer[_ -]?token|private[_ -]?key|"
     r"token"
 )
@@ -75,7 +75,8 @@ _ASSIGNED_NAMES = (
 _ASSIGNED_ANCHORS = (
     "passw",
     "passphrase",
-    "pwd",
+    "pw",  # pw, pwd
+    "psw",
     "secret",
     *_spelled("api", "key"),
     *_spelled("private", "key"),
@@ -99,7 +100,7 @@ _JWT_CHARS = r"[A-Za-z0-9_-]"
 # security question, a Wi-Fi network's key.
 _STATED_NAME = (
     r"(?:password|passphrase|passcode|pin\s++code|security\s++answer|secret\s++answer|"
-    r"answer\s++to\s++(?:my|the)\s++security\s++question|"
+    r"answer\s++to\s++(?:my|the)\s++security\s++question|(?:private|recovery)\s++key|"
     r"(?:wi-?fi|wlan|network)\s++(?:key|passkey))"
 )
 # How a sentence states a secret, up to its value: the name, at most four words saying
@@ -129,6 +130,8 @@ _STATED_NAMES = (
     "pin code",
     "security answer",
     "secret answer",
+    "private key",
+    "recovery key",
     "security question",
     "fi key",
     "fi passkey",
@@ -349,11 +352,16 @@ _DETECTORS: tuple[_Detector, ...] = (
     # A code that opens something: "the door code is 4455#", "code for the alarm: 7741".
     _d(
         "access_code",
-        r"(?i)\b(?:(?:door|gate|alarm|garage|entry|access|lock|keypad|safe|building|lockbox)"
-        r"\s++code|code\s++(?:for|to|of)\s++(?:(?:the|my|our|your)\s++)?(?:front\s++|back\s++)?"
-        r"(?:door|gate|alarm|garage|entry|building|lockbox|safe|keypad))\b"
-        r"(?:\s++(?:is|was)|\s*+[:=])?+\s*+" + _NOT_REDACTED + r"([0-9#*]{3,12}+)(?![\d.,]\d)",
-        ("code",),
+        r"(?i)\b(?:(?:door|gate|alarm|garage|entry|access|lock|keypad|safe|building|lockbox|"
+        r"locker)(?:\s++(?:opener|door|keypad|lock|box))?\s++code|"
+        r"code\s++(?:for|to|of)\s++(?:(?:the|my|our|your)\s++)?(?:front\s++|back\s++)?"
+        r"(?:door|gate|alarm|garage|entry|building|lockbox|locker|safe|keypad)|"
+        # A lock's combination: "the combination to my bike lock is 3719", "locker combo".
+        r"(?:combination|combo)(?:\s++(?:for|to|of|on)(?:\s++[^\s\d:=\[]{1,30}+){1,4}?)?)\b"
+        r"(?:\s++(?:is|was)|\s*+[:=])?+\s*+"
+        + _NOT_REDACTED
+        + r"([0-9#*](?:[0-9#*]|[- ](?=\d)){2,15}+)(?![\d.,]\d)",
+        ("code", "combination", "combo"),
         1,
     ),
     # A US social security number after its name.

@@ -420,6 +420,10 @@ def test_redacting_chained_anchors_reaches_a_fixpoint(pieces: list[str]) -> None
         "the answer to my security question is Zx9Qw8Er7Ty6Ui5O",
         "the wi-fi key is Zx9Qw8Er7Ty6Ui5O",
         "our network key: Zx9Qw8Er7Ty6Ui5O",
+        "my bitcoin private key is Zx9Qw8Er7Ty6Ui5O",
+        "recovery key: Zx9Qw8Er7Ty6Ui5O",
+        "login: maya / pw: Zx9Qw8Er7Ty6Ui5O",
+        "psw=Zx9Qw8Er7Ty6Ui5O",
     ],
 )
 def test_secrets_as_people_paste_or_say_them(text: str) -> None:
@@ -494,6 +498,9 @@ def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
         "card game for 4 players",
         "my visa expires 2027-05-01",
         "security code of conduct",
+        "a combination of 3 drugs",
+        "combo meal for 12",
+        "the pwm signal is at 50%",
         "the security code is 482913",
         "The SSN field is optional",
         "seed phrase words are important",
@@ -517,6 +524,9 @@ def test_payment_and_access_secrets_lose_every_digit() -> None:
         ("the PIN for my card: 0042", ["0042"]),
         ("PIN 7311", ["7311"]),
         ("the code for the front door is 1984*", ["1984"]),
+        ("garage opener code 5512", ["5512"]),
+        ("the combination to my bike lock is 3719", ["3719"]),
+        ("my locker combo is 12-34-56", ["12", "34", "56"]),
         ("social security number 078 05 1120", ["078 05 1120"]),
     ]:
         out = r.redact(text)
