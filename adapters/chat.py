@@ -691,6 +691,8 @@ def _messages(
     system = [p for p in (public_context, profile.text, memory) if p]
     messages = [ChatMessage.system("\n\n".join(system))] if system else []
     for t in prior:
+        if not t.text:
+            continue  # a turn whose words transcript retention removed
         if t.role is Role.USER:
             messages.append(ChatMessage.user(t.text))
         elif t.role is Role.ASSISTANT:

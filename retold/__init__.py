@@ -115,6 +115,7 @@ from ._records import (
     WriteOrigin,
 )
 from ._redaction import DETECTOR_FAMILIES, Redactor, redaction_processor
+from ._retention import TranscriptPrune, prune_transcript
 from ._retrieval import HybridRetriever, RetrievalConfig, RetrievalResult
 from ._store import AsyncStore, SQLiteStore, Store, Writer, WriteTx
 from ._store_postgres import PostgresStore
@@ -230,6 +231,7 @@ __all__ = [
     "TokenCounter",
     "TokenUnit",
     "TokenizerUnavailableError",
+    "TranscriptPrune",
     "TranscriptTurn",
     "TurnMemoryDecision",
     "TurnOptions",
@@ -251,6 +253,7 @@ __all__ = [
     "open_store",
     "pack",
     "parse_reader",
+    "prune_transcript",
     "record_fitness",
     "recorded_fitness",
     "redaction_processor",

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._erasure_fence import erased_since, last_erasures
 from ._errors import InvalidInputError, StoreError
 from ._policies import DecisionStatus, Disposition, FailureReason
-from ._records import Principal
+from ._records import Principal, RowCounts
 from ._store import Store, WriteTx, iso
 
 if TYPE_CHECKING:
@@ -595,18 +595,11 @@ def _search_rows(d: TurnMemoryDecision, created: str | None) -> list[dict[str, A
     ]
 
 
-class AuditPrune(BaseModel):
+class AuditPrune(RowCounts):
     """What :meth:`AuditLog.prune` deleted, as row counts per table."""
-
-    model_config = ConfigDict(frozen=True)
 
     before: datetime
     tenant: str | None
-    counts: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
 
 
 class AuditLog:

@@ -28,14 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import structlog
-from pydantic import BaseModel, ConfigDict
 
 from ._activation_schema import _ACTIVATION_MIGRATIONS
 from ._audit import _AUDIT_MIGRATIONS
 from ._erasure_fence import erasure_lock
 from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
 from ._profile import _PROFILE_MIGRATIONS
-from ._records import Principal
+from ._records import Principal, RowCounts
 from ._retrieval import forget_scope_stats
 from ._retrieval_sql import retrieval_sql
 from ._store import Store, _record_from_values
@@ -121,7 +120,7 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
 )
 
 
-class Erasure(BaseModel):
+class Erasure(RowCounts):
     """What :func:`erase_principal` erased, as row counts per table.
 
     ``records`` counts the records it deleted (those already deleted are not counted
@@ -129,15 +128,8 @@ class Erasure(BaseModel):
     same principal again erases nothing and counts zero.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     tenant: str
     principal: str
-    counts: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
 
 
 def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> Erasure:

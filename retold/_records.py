@@ -293,6 +293,18 @@ class TranscriptTurn(BaseModel):
         return EvidenceRef(session_id=self.session_id, turn_index=self.turn_index)
 
 
+class RowCounts(BaseModel):
+    """Rows a bulk operation touched, per table (an erasure, a retention prune)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 class Event(BaseModel):
     """One row of the append-only audit log of record lifecycle and activation."""
 

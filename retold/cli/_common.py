@@ -6,12 +6,13 @@ import argparse
 import json
 import sqlite3
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from .._errors import InvalidInputError, StoreError
+from .._errors import InvalidInputError, StoreError, UsageError
 from .._open import is_postgres_url
 from .._open import open_store as _open
 from .._records import Principal
@@ -134,3 +135,40 @@ def add_tenant_scope(parser: Any, what: str) -> None:
         action="store_true",
         help=f"every tenant's {what} (an operator's view across tenants)",
     )
+
+
+def add_cutoff(parser: Any, what: str) -> None:
+    """``--before DATE`` or ``--older-than-days N`` (one required), and ``--yes``: the
+    arguments of a retention command, which removes ``what`` older than the cutoff."""
+    when = parser.add_mutually_exclusive_group(required=True)
+    when.add_argument("--before", help=f"ISO 8601 date or time; {what} earlier go (no zone: UTC)")
+    when.add_argument(
+        "--older-than-days", type=int, metavar="N", help=f"{what} more than N days ago go"
+    )
+    parser.add_argument("--yes", action="store_true", help="confirm: pruning cannot be undone")
+
+
+def cutoff(args: argparse.Namespace) -> datetime:
+    """The cutoff :func:`add_cutoff`'s arguments give (UTC when no zone is written)."""
+    if args.older_than_days is not None:
+        if args.older_than_days < 1:
+            raise UsageError(f"--older-than-days must be at least 1, not {args.older_than_days}")
+        return datetime.now(UTC) - timedelta(days=args.older_than_days)
+    try:
+        before = datetime.fromisoformat(args.before)
+    except ValueError:
+        raise UsageError(
+            f"--before must be an ISO 8601 date or time (2026-09-01, 2026-09-01T12:00:00Z), "
+            f"not {args.before!r}"
+        ) from None
+    return before if before.tzinfo is not None else before.replace(tzinfo=UTC)
+
+
+def confirmed_cutoff(args: argparse.Namespace, doing: str) -> datetime:
+    """The cutoff, once ``--yes`` confirms ``doing`` (a usage error without it)."""
+    before = cutoff(args)
+    if not args.yes:
+        raise UsageError(
+            f"{doing} before {before.isoformat()} cannot be undone: pass --yes to confirm"
+        )
+    return before

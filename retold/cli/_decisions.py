@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._audit import PRUNED_TABLES, AuditLog, AuditPrune, DecisionReport, build_report
-from .._errors import UsageError
-from ._common import add_db, add_json, add_tenant_scope, emit, emit_counts, open_store
+from ._common import (
+    add_cutoff,
+    add_db,
+    add_json,
+    add_tenant_scope,
+    confirmed_cutoff,
+    emit,
+    emit_counts,
+    open_store,
+)
 
 
 def register(sub: Any) -> None:
@@ -28,40 +35,13 @@ def register(sub: Any) -> None:
     )
     add_db(prune)
     add_tenant_scope(prune, "audit rows")
-    when = prune.add_mutually_exclusive_group(required=True)
-    when.add_argument(
-        "--before", help="ISO 8601 date or time; rows logged earlier go (no zone: UTC)"
-    )
-    when.add_argument(
-        "--older-than-days", type=int, metavar="N", help="rows logged more than N days ago go"
-    )
-    prune.add_argument("--yes", action="store_true", help="confirm: pruning cannot be undone")
+    add_cutoff(prune, "rows logged")
     add_json(prune)
     prune.set_defaults(handler=_prune)
 
 
-def _cutoff(args: argparse.Namespace) -> datetime:
-    if args.older_than_days is not None:
-        if args.older_than_days < 1:
-            raise UsageError(f"--older-than-days must be at least 1, not {args.older_than_days}")
-        return datetime.now(UTC) - timedelta(days=args.older_than_days)
-    try:
-        before = datetime.fromisoformat(args.before)
-    except ValueError:
-        raise UsageError(
-            f"--before must be an ISO 8601 date or time (2026-09-01, 2026-09-01T12:00:00Z), "
-            f"not {args.before!r}"
-        ) from None
-    return before if before.tzinfo is not None else before.replace(tzinfo=UTC)
-
-
 def _prune(args: argparse.Namespace) -> int:
-    before = _cutoff(args)
-    if not args.yes:
-        raise UsageError(
-            f"pruning the audit rows logged before {before.isoformat()} cannot be undone: "
-            "pass --yes to confirm"
-        )
+    before = confirmed_cutoff(args, "pruning the audit rows logged")
     with open_store(args, must_exist=True) as store:
         if store.schema_version("audit") == 0:  # no turn was ever decided; create nothing
             none = dict.fromkeys(PRUNED_TABLES, 0)

@@ -13,8 +13,20 @@ from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._export import export_principal
 from .._records import Activation, LifecycleState, Record, RecordKind
+from .._retention import prune_transcript
 from .._store import draft_from
-from ._common import add_db, add_json, add_scope, emit, emit_counts, open_store, scope_of
+from ._common import (
+    add_cutoff,
+    add_db,
+    add_json,
+    add_scope,
+    add_tenant_scope,
+    confirmed_cutoff,
+    emit,
+    emit_counts,
+    open_store,
+    scope_of,
+)
 from ._common import open_store as open_component_store
 
 
@@ -79,6 +91,17 @@ def register(sub: Any) -> None:
         help="write the JSON to this file instead (created with mode 0600, replaced whole)",
     )
     export.set_defaults(handler=_export)
+
+    prune = msub.add_parser(
+        "prune-transcript",
+        help="blank the words of old conversations that memory does not rely on "
+        "(sessions whose last turn is older than the cutoff; then run vacuum)",
+    )
+    add_db(prune)
+    add_tenant_scope(prune, "sessions")
+    add_cutoff(prune, "sessions last used")
+    add_json(prune)
+    prune.set_defaults(handler=_prune_transcript)
 
     vacuum = msub.add_parser(
         "vacuum",
@@ -259,6 +282,14 @@ def _write_private(path: Path, text: str) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InvalidInputError("out", f"cannot write {str(path)!r}: {exc.strerror}") from None
+
+
+def _prune_transcript(args: argparse.Namespace) -> int:
+    before = confirmed_cutoff(args, "blanking the sessions last used")
+    with open_store(args, must_exist=True) as store:
+        pruned = prune_transcript(store, before, tenant=args.tenant)
+    emit_counts(args, pruned, f"pruned the sessions last used before {before.isoformat()}")
+    return 0
 
 
 def _vacuum(args: argparse.Namespace) -> int:
