@@ -60,7 +60,6 @@ def prune_transcript(
     if before.tzinfo is None:
         raise InvalidInputError("before", "needs a time zone (e.g. UTC)")
     cutoff = iso(before) or ""
-    started = iso(store.clock()) or ""
     only, only_params = (" WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
     # Sessions whose newest turn is older than the cutoff and that still hold some text.
     old = store.query(
@@ -70,12 +69,20 @@ def prune_transcript(
         [*only_params, cutoff],
     )
     counts = {"sessions": 0, "transcript_turns": 0, "sessions_kept": 0}
-    relied: dict[Principal, set[str]] = {}
+    # Per principal: the sessions memory relies on, and the newest record then read (the
+    # records written later are read again inside each session's transaction).
+    relied: dict[Principal, tuple[set[str], int]] = {}
     reviews = store.schema_version("activation") > 0
     for row in old:
         scope = Principal(tenant=row["tenant"], principal=row["principal"])
         if scope not in relied:
-            relied[scope] = _relied_on(store.query, scope, reviews)
+            mark = store.query(
+                "SELECT COALESCE(MAX(rowid), 0) AS m FROM records "
+                "WHERE tenant = ? AND principal = ?",
+                [scope.tenant, scope.principal],
+            )[0]["m"]
+            relied[scope] = (_relied_on(store.query, scope, reviews), int(mark))
+        sessions, mark = relied[scope]
         session = row["session_id"]
         key = [scope.tenant, scope.principal, session]
         with store.write(tenant=scope.tenant) as w:
@@ -88,8 +95,8 @@ def prune_transcript(
             )[0]["t"]
             if newest is None or str(newest) >= cutoff:
                 continue
-            if session in relied[scope] or session in _relied_on(
-                w.query, scope, reviews, since=started
+            if session in sessions or session in _relied_on(
+                w.query, scope, reviews, after_rowid=mark
             ):
                 counts["sessions_kept"] += 1
                 continue
@@ -106,15 +113,18 @@ def prune_transcript(
     return TranscriptPrune(before=before, tenant=tenant, counts=counts)
 
 
-def _relied_on(query: _Query, scope: Principal, reviews: bool, *, since: str = "") -> set[str]:
+def _relied_on(
+    query: _Query, scope: Principal, reviews: bool, *, after_rowid: int | None = None
+) -> set[str]:
     """The sessions memory relies on in ``scope`` (records not deleted: their own session,
     the sessions they cite, the sessions their verified evidence and review items name);
-    with ``since``, only what records written since then add."""
+    with ``after_rowid``, only what the records written after that row add (read on the
+    records' scope index, so each session's transaction reads only the new records)."""
     live = "tenant = ? AND principal = ? AND lifecycle != 'deleted'"
     params: list[Any] = [scope.tenant, scope.principal]
-    if since:
-        live += " AND created_at >= ?"
-        params.append(since)
+    if after_rowid is not None:
+        live += " AND rowid > ?"
+        params.append(after_rowid)
     out: set[str] = set()
     for r in query(f"SELECT session_id, evidence FROM records WHERE {live}", params):
         if r["session_id"]:

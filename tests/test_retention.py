@@ -116,7 +116,7 @@ async def test_a_session_a_record_comes_to_rely_on_meanwhile_is_kept(
 
     def then_a_record_cites_s0(*args: Any, **kw: Any) -> set[str]:
         found = first(*args, **kw)
-        if not kw.get("since"):  # the prune's first reading, before its transactions
+        if kw.get("after_rowid") is None:  # the prune's first reading, before its writes
             store.add(
                 MAYA,
                 RecordDraft(
