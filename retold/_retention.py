@@ -18,8 +18,11 @@ turns out of the history it sends the model. A session blanked before it was ext
 gives no records: extract at session end, well before the cutoff.
 
 Each session goes in a write transaction of its own, so turns keep being written meanwhile;
-a session that received a turn, or that a record came to rely on, since the prune began is
-left as it is. Run ``vacuum`` afterwards for the text to leave the database files.
+a session that received a turn since the prune began, or that a record written since then
+relies on, is left as it is. (Not re-read: evidence that activation verifies for an older
+record while the prune runs, against a session that no record, event or review named
+before; such a record has no session and cites none.) Run ``vacuum`` afterwards for the
+text to leave the database files.
 """
 
 from __future__ import annotations
