@@ -10,6 +10,11 @@
    ``store.vacuum()`` then removes the erased text from the database file as well.
 4. A second export shows what is left: content-free rows (deleted records without their
    text, decision skeletons, the event log).
+5. Retention, the operator's side: ``prune_transcript`` blanks the words of old sessions
+   that memory does not rely on (``retold memory prune-transcript --older-than-days N``), and
+   ``AuditLog.prune`` deletes old turn decisions with their searches, which keep each turn's
+   text (``retold decisions prune``). Here the cutoff is "now", to show it on a fresh store:
+   bruno's small talk goes, the session his record came from stays whole.
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ import argparse
 import logging
 import sys
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
 import structlog
 
-from retold import Principal, SQLiteStore, erase_principal, export_principal
+from retold import (
+    AuditLog,
+    Principal,
+    SQLiteStore,
+    erase_principal,
+    export_principal,
+    prune_transcript,
+)
 from retold.adapters import MemoryChat, OfflineResponder
 from retold.policy.reference import get_bundle
 
@@ -36,6 +49,7 @@ USERS = {
         "I'm training for the Lisbon half marathon in March.",
     ],
 }
+SMALL_TALK = "Can you suggest a name for a sourdough starter, something like Zanzibarian?"
 
 
 async def main(db: Path, out: Path) -> dict[str, object]:
@@ -53,6 +67,9 @@ async def main(db: Path, out: Path) -> dict[str, object]:
                 for text in turns:
                     await chat.turn(user, "s1", text)
                 await chat.end_session(user, "s1")  # extraction + activation
+            bruno = Principal(tenant="acme", principal="bruno")
+            await chat.turn(bruno, "s2", SMALL_TALK)  # nothing to extract from a question
+            await chat.end_session(bruno, "s2")
         # Export, erasure and vacuum are blocking store calls: off the event loop.
         return await anyio.to_thread.run_sync(answer_requests, store, db, out)
 
@@ -80,13 +97,21 @@ def answer_requests(store: SQLiteStore, db: Path, out: Path) -> dict[str, object
         f"  left: {len(after.records)} records (texts {texts}), {len(after.transcript)} "
         f"transcript turns, {len(after.turn_decisions)} decision skeletons"
     )
-    bruno = export_principal(store, Principal(tenant="acme", principal="bruno"))
+    bruno = Principal(tenant="acme", principal="bruno")
+    print("retention: blank old sessions memory does not rely on (cutoff: now)")
+    cutoff = datetime.now(UTC) + timedelta(seconds=1)
+    pruned = prune_transcript(store, cutoff)
+    AuditLog(store).prune(cutoff)
+    store.vacuum()
+    print(f"  {pruned.counts}")
+    kept = export_principal(store, bruno).to_json()
     return {
         "exported_records": len(before.records),
         "words_before": "Okonkwo" in before.to_json(),
         "words_after": "Okonkwo" in after.to_json()
         or any(b"Okonkwo" in f.read_bytes() for f in db.parent.glob(db.name + "*")),
-        "other_kept": "Lisbon" in bruno.to_json(),
+        "other_kept": "Lisbon" in kept,
+        "small_talk_pruned": pruned.counts["sessions"] == 1 and "Zanzibarian" not in kept,
     }
 
 

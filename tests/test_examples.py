@@ -155,7 +155,8 @@ def test_example_script_prints_no_log_lines(tmp_path: Path) -> None:
 
 def test_privacy_requests(tmp_path: Path) -> None:
     """The access request exports the user's words; after the erasure (and vacuum) neither
-    the export nor the database file holds them, and the other user keeps theirs."""
+    the export nor the database file holds them, and the other user keeps theirs; the
+    retention job blanks the other user's small talk and keeps what his record came from."""
     out = tmp_path / "alice.json"
     result = anyio.run(lambda: load("privacy_requests").main(tmp_path / "m.db", out))
     assert result == {
@@ -163,6 +164,7 @@ def test_privacy_requests(tmp_path: Path) -> None:
         "words_before": True,
         "words_after": False,
         "other_kept": True,
+        "small_talk_pruned": True,
     }
     assert isinstance(result["exported_records"], int) and result["exported_records"] > 0
     assert "Okonkwo" in out.read_text(encoding="utf-8")
