@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, cast
+from typing import Any, Literal, Protocol, Self
 
 import anyio
 import anyio.from_thread
@@ -71,7 +71,7 @@ from ._records import Candidate, Principal, ProfileBlock, Record, RecordKind
 from ._render import quote_text
 from ._retrieval import HybridRetriever
 from ._retrieval_sql import retrieval_sql
-from ._store import _RECORD_COLUMNS, SQLiteStore, Store, _row_to_record, iso
+from ._store import _RECORD_COLUMNS, Clock, SQLiteStore, Store, _row_to_record, iso
 from ._turn_input import check_prepare_turn
 from ._typing import Retriever
 
@@ -286,7 +286,8 @@ class StoreReads(Protocol):
     """What :func:`store_inventory` reads through: any :class:`Store`, or its event-loop
     reads (:class:`_InlineReads`)."""
 
-    def clock(self) -> datetime: ...
+    @property
+    def clock(self) -> Clock: ...
 
     def query(self, sql: str, params: Sequence[Any] = ...) -> list[dict[str, Any]]: ...
 
@@ -713,7 +714,7 @@ class UtilityAwareOrchestrator:
         self.gap_policy = gap_policy if cfg.gap_enabled else None
         self.admission_policy = admission_policy if cfg.admission_enabled else None
         self._clock = clock
-        self._inventory_fn = inventory_fn or cast(InventoryFn, store_inventory)
+        self._inventory_fn: InventoryFn = inventory_fn or store_inventory
         if self._inventory_fn is store_inventory and self.gap_policy is not None:
             ensure_inventory_index(store)
         self.serving_model = serving_model
