@@ -14,7 +14,6 @@ import hmac
 import json
 import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retold._errors import InvalidInputError
+from retold._files import write_private
 from retold._records import Principal
 
 __all__ = ["KEY_PREFIX", "ApiKeyEntry", "KeyFile", "hash_key"]
@@ -155,17 +155,7 @@ class KeyFile:
         if not directory.exists():
             raise InvalidInputError("keys", f"directory {str(directory)!r} does not exist")
         text = json.dumps(doc.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=".retold-keys-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_private(self.path, text)
 
     def add(self, tenant: str, principal: str) -> tuple[str, ApiKeyEntry]:
         """Create a key for ``tenant``/``principal``; returns (the key, its entry).

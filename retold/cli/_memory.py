@@ -4,7 +4,6 @@ the store."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._export import export_principal
+from .._files import write_private
 from .._records import Activation, LifecycleState, Record, RecordKind
 from .._retention import prune_transcript
 from .._store import draft_from
@@ -27,7 +27,6 @@ from ._common import (
     open_store,
     scope_of,
 )
-from ._common import open_store as open_component_store
 
 
 def register(sub: Any) -> None:
@@ -265,22 +264,15 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only, replacing it whole: a failed
-    write leaves no partial file behind and an earlier file as it was."""
+    """:func:`write_private` for ``--out``: a missing directory, a directory or a failed
+    write is an error naming ``out``."""
     if not path.parent.is_dir():
         raise InvalidInputError("out", f"no directory {str(path.parent)!r}")
     if path.is_dir():
         raise InvalidInputError("out", f"{str(path)!r} is a directory")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_private(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InvalidInputError("out", f"cannot write {str(path)!r}: {exc.strerror}") from None
 
 
@@ -336,7 +328,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.budget <= 0:
         raise InvalidInputError("budget", f"must be a positive number of tokens, not {args.budget}")
     counter = token_counter(args.unit)
-    with open_component_store(args, must_exist=True) as store:
+    with open_store(args, must_exist=True) as store:
         retriever = HybridRetriever(store)
         result = anyio.run(lambda: retriever.search(scope, args.query))
         bundle = pack(
