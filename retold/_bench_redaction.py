@@ -4,11 +4,12 @@ Start point: a string in memory. End points: (1) ``Redactor.redact`` returning, 
 ``SQLiteStore.add`` of a record with that text returning (a real SQLite file in a temporary
 directory: validation, redaction, the row, its FTS5 entry and its event, committed). Nothing
 is simulated. Inputs are the shapes that make backtracking detectors quadratic (long letter
-runs, ``eyJ-`` chains, ``a:`` and ``x://`` chains, repeated assignment names, card words
-before digit groups, PIN and seed-phrase openers, zero-width characters, a planted secret every 1,000 characters), each at several lengths; the report
-gives the time per length and the growth exponent between the two largest lengths (1.0 is
-linear, 2.0 quadratic). Timings depend on the machine; the exponent and the 100k-character
-add (the bar is < 2 s) are what to compare.
+runs, ``eyJ-`` chains, ``a:`` and ``x://`` chains, repeated assignment names and stated
+openers, ``Bearer`` chains, card words before digit groups, PIN and seed-phrase openers,
+zero-width characters, a planted secret every 1,000 characters), each at several lengths;
+the report gives the time per length and the growth exponent between the two largest
+lengths (1.0 is linear, 2.0 quadratic). Timings depend on the machine; the exponent and the
+100k-character add (the bar is < 2 s) are what to compare.
 """
 
 from __future__ import annotations
