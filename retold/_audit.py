@@ -614,11 +614,8 @@ class AuditLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.ensure_schema("audit", _AUDIT_MIGRATIONS)
-        shared = getattr(store, "shared", None)
-        self.writer: DecisionWriter = (
-            shared("retold.audit.decision_writer", lambda: DecisionWriter(store))
-            if shared is not None
-            else DecisionWriter(store)
+        self.writer: DecisionWriter = store.shared(
+            "retold.audit.decision_writer", lambda: DecisionWriter(store)
         )
 
     # -- writes -------------------------------------------------------------------------

@@ -726,12 +726,7 @@ class UtilityAwareOrchestrator:
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")
         self.audit = audit or AuditLog(store)
-        shared = getattr(store, "shared", None)
-        self._latencies: _RetrievalLatencies = (
-            shared("retrieval-latency", _RetrievalLatencies)
-            if shared is not None
-            else _RetrievalLatencies()
-        )
+        self._latencies = store.shared("retrieval-latency", _RetrievalLatencies)
         #: Async policies caught blocking the event loop or ignoring cancellation, by kind.
         self.stalls: Counter[str] = Counter()
         self._snapshot = cfg.snapshot()

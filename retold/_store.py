@@ -464,7 +464,13 @@ class Store(Protocol):
         None for an in-memory store."""
         ...
 
-    def close(self) -> None: ...
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """The store-wide component ``key`` (one per store, closed by :meth:`close`)."""
+        ...
+
+    def close(self) -> None:
+        """Close the store-wide components (the audit writer flushes), then the connections."""
+        ...
 
     def __enter__(self) -> Store: ...
 
@@ -618,6 +624,40 @@ class _SharedStoreOps:
         ) -> list[dict[str, Any]]: ...
 
         def close(self) -> None: ...
+
+    # -- store-wide components ------------------------------------------------------------
+
+    _shared: dict[str, Any]
+    _shared_lock: threading.Lock
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """The store-wide component ``key``, made by ``factory`` on first use.
+
+        Components that hold resources over this store (the turn-decision writer) live here,
+        so every user of the store shares one, and ``close`` closes them first.
+        """
+        with self._shared_lock:
+            if key not in self._shared:
+                self._shared[key] = factory()
+            component: T = self._shared[key]
+            return component
+
+    def _close_shared(self) -> BaseException | None:
+        """Close the components made by :meth:`shared`, newest first (the audit writer
+        flushes its queue); returns the first failure, for ``close`` to raise once the
+        connections are closed too."""
+        error: BaseException | None = None
+        with self._shared_lock:
+            components, self._shared = list(self._shared.values()), {}
+        for component in reversed(components):
+            closer = getattr(component, "close", None)
+            if closer is None:
+                continue
+            try:
+                closer()
+            except Exception as exc:
+                error = error or exc
+        return error
 
     # -- dialect hooks ------------------------------------------------------------------
 
@@ -1232,16 +1272,7 @@ class SQLiteStore(_SharedStoreOps):
         """Close the components attached with :meth:`shared` (the audit writer flushes its
         queue), then the connections. A component's failure is raised after everything is
         closed."""
-        error: BaseException | None = None
-        for component in reversed(list(self._shared.values())):
-            closer = getattr(component, "close", None)
-            if closer is None:
-                continue
-            try:
-                closer()
-            except Exception as exc:
-                error = error or exc
-        self._shared.clear()
+        error = self._close_shared()
         with self._lock:
             self._conn.close()
         with self._readers_lock:
@@ -1253,18 +1284,6 @@ class SQLiteStore(_SharedStoreOps):
             conn.close()
         if error is not None:
             raise error
-
-    def shared(self, key: str, factory: Callable[[], T]) -> T:
-        """The store-wide component ``key``, made by ``factory`` on first use.
-
-        Components that hold resources over this store (the turn-decision writer) live here,
-        so every user of the store shares one, and :meth:`close` closes them first.
-        """
-        with self._shared_lock:
-            if key not in self._shared:
-                self._shared[key] = factory()
-            component: T = self._shared[key]
-            return component
 
     def _acquire(self, deadline: Deadline | None, what: str) -> None:
         """Take the write lock, waiting no longer than ``deadline`` allows."""

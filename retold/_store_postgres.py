@@ -451,6 +451,8 @@ class PostgresStore(_SharedStoreOps):
         self._on_write_step = on_write_step
         self._local = threading.local()
         self._ensured: dict[str, int] = {}
+        self._shared: dict[str, Any] = {}
+        self._shared_lock = threading.Lock()
         self._statement_timeout_ms = int(statement_timeout_ms)
         self._pool_timeout_s = float(pool_timeout_s)
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout={int(statement_timeout_ms)}"
@@ -504,7 +506,12 @@ class PostgresStore(_SharedStoreOps):
     # -- plumbing -----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the components attached with :meth:`shared` (the audit writer flushes its
+        queue), then the connection pool. A component's failure is raised after both."""
+        error = self._close_shared()
         self._pool.close()
+        if error is not None:
+            raise error
 
     @contextmanager
     def _connection(self, deadline: Deadline | None = None) -> Iterator[psycopg.Connection[Any]]:

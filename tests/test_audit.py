@@ -23,6 +23,7 @@ from retold import (
     TurnOptions,
     UtilityAwareConfig,
     UtilityAwareOrchestrator,
+    open_store,
 )
 from retold._audit import percentile
 from retold.cli import main
@@ -184,6 +185,29 @@ def test_percentile_interpolates() -> None:
     assert percentile([5.0], 95) == 5.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+
+
+async def test_one_writer_per_store_and_closing_the_store_writes_what_it_was_handed(
+    any_store: Store,
+) -> None:
+    """On either dialect, every AuditLog over a store shares the orchestrator's decision
+    writer (a read through any of them sees the decisions handed over before it), and
+    closing the store writes the decisions still queued before its connections go."""
+    store = any_store
+    alice = Principal(tenant="acme", principal="alice")
+    store.add(alice, RecordDraft(text="Alice prefers the vim editor", kind="preference"))
+    orch = orchestrator(store)  # type: ignore[arg-type]
+    assert AuditLog(store).writer is orch.audit.writer
+    first = await turn(orch, alice, 0)
+    assert [d["id"] for d in AuditLog(store).decision_rows()] == [first.decision_id]
+    rest = [await turn(orch, alice, i) for i in (1, 2)]
+    location = store.location
+    assert location is not None
+    store.close()
+    with open_store(location) as again:
+        assert [d["id"] for d in AuditLog(again).decision_rows()] == [
+            d.decision_id for d in (first, *rest)
+        ]
 
 
 async def test_model_issued_searches_are_logged_without_a_decision(
