@@ -314,9 +314,7 @@ class _StoreCache:
 #: Bytes of cell blocks (codes, scales and ids) one store object keeps in memory, least
 #: recently used dropped first. 100,000 vectors of 384 dimensions take about 45 MB.
 CELL_CACHE_BYTES = 128 * 1024 * 1024
-
-_CACHES: weakref.WeakKeyDictionary[Store, _StoreCache] = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
+_CACHE_KEY = "retold.vectors.cache"
 
 
 def forget_scope(store: Store, scope: Principal) -> None:
@@ -326,10 +324,7 @@ def forget_scope(store: Store, scope: Principal) -> None:
     erased principal's vectors leave this process's memory at once; another process drops
     its copies on the scope's next search there (the erasure moved the generation).
     """
-    with _CACHES_LOCK:
-        cache = _CACHES.get(store)
-    if cache is None:
-        return
+    cache = _cache(store)
     with cache.lock:
         for key in [k for k in cache.states if k[:2] == (scope.tenant, scope.principal)]:
             del cache.states[key]
@@ -338,11 +333,8 @@ def forget_scope(store: Store, scope: Principal) -> None:
 
 
 def _cache(store: Store) -> _StoreCache:
-    with _CACHES_LOCK:
-        cache = _CACHES.get(store)
-        if cache is None:
-            cache = _CACHES[store] = _StoreCache()
-        return cache
+    """The store object's cache: one per store (:meth:`Store.shared`), gone when it closes."""
+    return store.shared(_CACHE_KEY, _StoreCache)
 
 
 def _index(store: Store, scope: Principal, model: str) -> _IndexState | None:

@@ -198,11 +198,11 @@ def test_erasure_removes_the_principals_vector_index(
         for at in range(0, 40, 10):
             vectors.write_vectors(store, who, "m1", ids[who][at : at + 10], vecs[at : at + 10])
     other = vectors._StoreCache()  # another process's cache, warm before the erasure
-    monkeypatch.setitem(vectors._CACHES, store, other)
+    monkeypatch.setitem(store._shared, vectors._CACHE_KEY, other)  # type: ignore[attr-defined]
     for who in WORDS:
         assert vectors.dense_search(store, who, "m1", clustered(40)[5], 3)[0][0] == ids[who][5]
     mine = vectors._StoreCache()
-    monkeypatch.setitem(vectors._CACHES, store, mine)
+    monkeypatch.setitem(store._shared, vectors._CACHE_KEY, mine)  # type: ignore[attr-defined]
     for who in WORDS:
         vectors.dense_search(store, who, "m1", clustered(40)[5], 3)
     cells_sql = (
@@ -227,7 +227,7 @@ def test_erasure_removes_the_principals_vector_index(
     new = store.add(MAYA, RecordDraft(text="a new note")).id
     vectors.write_vectors(store, MAYA, "m1", [new], [clustered(40)[5]])
     for cache in (other, mine):
-        monkeypatch.setitem(vectors._CACHES, store, cache)
+        monkeypatch.setitem(store._shared, vectors._CACHE_KEY, cache)  # type: ignore[attr-defined]
         assert [r for r, _ in vectors.dense_search(store, MAYA, "m1", clustered(40)[5], 5)] == [new]
     assert not any(k[1] == "maya" and k[3] is not None for k in other.blocks)
     assert vectors.dense_search(store, EVE, "m1", clustered(40)[5], 1)[0][0] == ids[EVE][5]

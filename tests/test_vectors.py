@@ -47,7 +47,7 @@ def test_index_bounds_the_vectors_a_query_reads(
     assert trained == 40  # built at 32+ (2 x 16), rebuilt at twice that: not yet at 64
     assert len(cells) == round(math.sqrt(trained)) and sum(c["size"] for c in cells) == 64
     read = _vector_reads(store, monkeypatch)
-    vectors._CACHES.pop(store, None)  # as another process would: nothing cached
+    store._shared.pop(vectors._CACHE_KEY, None)  # as another process would: nothing cached
     target = clustered(64)[5]
     got = dense_search(store, SCOPE, "m1", target, 3, probe=8)
     assert got[0][0] == ids[5] and got[0][1] > 0.99
@@ -148,7 +148,7 @@ def test_cell_cache_stays_within_its_byte_budget(
     roomy = [dense_search(store, SCOPE, "m1", q, 4, probe=8) for q in queries]
     blocks = [block for _, block in vectors._cache(store).blocks.values()]
     monkeypatch.setattr(vectors, "CELL_CACHE_BYTES", 2000)
-    vectors._CACHES.pop(store, None)
+    store._shared.pop(vectors._CACHE_KEY, None)
     tight = [dense_search(store, SCOPE, "m1", q, 4, probe=8) for q in queries]
     cache = vectors._cache(store)
     assert tight == roomy and 0 < cache.nbytes <= 2000 < sum(b.nbytes for b in blocks)
