@@ -5,11 +5,11 @@ Start point: a string in memory. End points: (1) ``Redactor.redact`` returning, 
 directory: validation, redaction, the row, its FTS5 entry and its event, committed). Nothing
 is simulated. Inputs are the shapes that make backtracking detectors quadratic (long letter
 runs, ``eyJ-`` chains, ``a:`` and ``x://`` chains, repeated assignment names and stated
-openers, ``Bearer`` chains, card words before digit groups, PIN and seed-phrase openers,
-zero-width characters, a planted secret every 1,000 characters), each at several lengths;
-the report gives the time per length and the growth exponent between the two largest
-lengths (1.0 is linear, 2.0 quadratic). Timings depend on the machine; the exponent and the
-100k-character add (the bar is < 2 s) are what to compare.
+openers, ``Bearer`` chains, card words before digit groups, PIN, seed-phrase and
+one-time-code openers, zero-width characters, a planted secret every 1,000 characters),
+each at several lengths; the report gives the time per length and the growth exponent
+between the two largest lengths (1.0 is linear, 2.0 quadratic). Timings depend on the
+machine; the exponent and the 100k-character add (the bar is < 2 s) are what to compare.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "card_digits": _repeat("card 4111 1111 "),
     "pin_openers": _repeat("pin for a b c is 12 "),
     "seed_words": _repeat("seed phrase is word word word "),
+    "code_lists": _repeat("backup codes for a b are 1ab 2cd and "),
     "pem_headers": _repeat("-----BEGIN "),
     "zero_width": _repeat("a\u200b"),
     "planted_secrets": _planted,

@@ -234,6 +234,24 @@ _PHRASE_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[^\s.,;!?\"']++(?:[ \t]++[^\s.
 _SEED_WORDS = r"((?:[A-Za-z]{3,8}+[ \t,]++){11,23}[A-Za-z]{3,8}+)"
 _SCHEME = r"[A-Za-z0-9+.-]"
 
+# A one-time or backup code after its name: "OTP: 482913", "my 2FA backup codes are
+# 8d3f-2k1p, 9x8w-5v4u and 7t6s-3r2q". Each code is 3 to 12 letters and digits (a hyphen may
+# join two parts) with a digit among its first 25 characters; a list runs on over commas,
+# semicolons, "and" and line breaks, at most 16 codes. The ``check`` wants 4 digits in all,
+# so "login code 404" stays.
+_CODE_NAME = (
+    r"(?i)\b(?:(?:(?:2fa|mfa|two[- ]factor)\s++)?+"
+    r"(?:backup|recovery|verification|login|sign[- ]?in|auth(?:entication)?|one[- ]time|2fa|mfa|"
+    r"two[- ]factor|t?otp)\s++codes?|t?otp|one[- ]time\s++(?:password|passcode|pin))\b"
+)
+_CODE = r"(?=[A-Za-z-]{0,24}\d)[A-Za-z0-9]{3,12}+(?:-[A-Za-z0-9]{2,12}+)?+(?![A-Za-z0-9])"
+_CODE_LIST = _CODE + r"(?:(?:\s*+[,;]\s*+|\s++(?:and\s++)?+)" + _CODE + r"){0,15}+"
+
+
+def _enough_digits(view: str, start: int, end: int) -> bool:
+    return sum(c.isdigit() for c in view[start:end]) >= 4
+
+
 _DETECTORS: tuple[_Detector, ...] = (
     _d(
         "pem_private_key",
@@ -371,6 +389,19 @@ _DETECTORS: tuple[_Detector, ...] = (
         r"\s*+" + _NOT_REDACTED + r"(\d{3}([- ]?)\d{2}\2\d{4})(?!\d)",
         ("ssn", "social security"),
         1,
+    ),
+    _d(
+        "one_time_code",
+        _CODE_NAME
+        + r"(?:\s++(?:for|of|to|on)(?:\s++[^\s\d:=\[]{1,30}+){1,4}?)?"
+        + r"(?:\s++(?:is|are|was|were)|\s*+[:=])?+\s*+"
+        + _NOT_REDACTED
+        + "("
+        + _CODE_LIST
+        + ")",
+        ("code", "otp", "one-time", "one time"),
+        1,
+        check=_enough_digits,
     ),
     _d(
         "assigned_secret",

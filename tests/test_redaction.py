@@ -78,6 +78,7 @@ PLANTED: dict[str, tuple[str, str]] = {
     "pin": ("my bank PIN is " + "4821", "PIN is 4821"),
     "access_code": ("the gate code is " + "2580#", "code is 2580"),
     "ssn": ("my SSN is " + "078-05-" + "1120", "078-05-1120"),
+    "one_time_code": ("my backup codes are 8d3f-" + "2k1p, 9x8w-5v4u", "9x8w-5v4u"),
 }
 
 
@@ -504,6 +505,11 @@ def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
         "the security code is 482913",
         "The SSN field is optional",
         "seed phrase words are important",
+        "I never got the verification code",
+        "the login code 404 came back",
+        "2FA codes are annoying",
+        "backup code review at 10 am",
+        "OTP 2 sent",
         "मेरा पासवर्ड बदल गया है",
         "نسيت كلمة المرور",
     ],
@@ -532,6 +538,27 @@ def test_payment_and_access_secrets_lose_every_digit() -> None:
         out = r.redact(text)
         assert not any(d in out for d in digits), out
         assert r.redact(out) == out
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("OTP: 482913", ["482913"]),
+        ("your verification code is 482913.", ["482913"]),
+        ("the one-time password was 774411", ["774411"]),
+        ("TOTP code: 123 456", ["123", "456"]),
+        ("my 2FA backup codes are 8d3f-2k1p, 9x8w-5v4u and 7t6s-3r2q.", ["2k1p", "5v4u", "3r2q"]),
+        ("GitHub recovery codes:\n1a2b3-c4d5e\n6f7g8-h9i0j\n", ["c4d5e", "h9i0j"]),
+        ("my backup codes for the bank are 12345678 87654321", ["12345678", "87654321"]),
+    ],
+)
+def test_one_time_and_backup_codes_lose_every_code(text: str, codes: list[str]) -> None:
+    """A one-time code or a list of backup codes after its name: every code goes, in one
+    placeholder, and the words after the list stay."""
+    r = Redactor(b"k" * 32)
+    out = r.redact(text)
+    assert not [c for c in codes if c in out], out
+    assert out.count("[REDACTED:one_time_code-") == 1 and r.redact(out) == out
 
 
 def test_a_seed_phrase_and_a_passphrase_lose_every_word() -> None:
