@@ -26,6 +26,7 @@ from ._activation_schema import ACTIVATION_CATEGORIES, ActivationDecision, Revie
 from ._audit import AuditLog, AuditPrune, DecisionReport, DecisionWriter, OfflineLabel
 from ._budgeted_read import BudgetedList, BudgetedReader
 from ._config import UtilityAwareConfig
+from ._copy import StoreCopy, copy_store
 from ._embedding import LocalEmbedder
 from ._erasure import Erasure, erase_principal
 from ._errors import (
@@ -225,6 +226,7 @@ __all__ = [
     "StageFailure",
     "StageTimings",
     "Store",
+    "StoreCopy",
     "StoreError",
     "StoreIntegrityError",
     "TiktokenCounter",
@@ -246,6 +248,7 @@ __all__ = [
     "__version__",
     "check_eligibility",
     "confirmed_evidence",
+    "copy_store",
     "erase_principal",
     "export_principal",
     "extract_session",

@@ -44,39 +44,42 @@ def scope_of(args: argparse.Namespace) -> Principal:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def _check_db_path(path: Path, *, must_exist: bool) -> None:
+def _check_db_path(path: Path, *, must_exist: bool, field: str = "db") -> None:
     """Refuse, before SQLite touches it, a path that is not a database file we may open.
 
     SQLite would otherwise write a journal next to a device (``--db /dev/null`` leaves
-    ``/dev/null-journal``) or fail later with a bare ``OperationalError``.
+    ``/dev/null-journal``) or fail later with a bare ``OperationalError``. Errors name
+    ``field``, the option that gave the path.
     """
     shown = repr(str(path))
     if not path.exists():
         if must_exist:
-            raise InvalidInputError("db", f"no database at {shown}")
+            raise InvalidInputError(field, f"no database at {shown}")
         if not path.parent.is_dir():
-            raise InvalidInputError("db", f"directory {str(path.parent)!r} does not exist")
+            raise InvalidInputError(field, f"directory {str(path.parent)!r} does not exist")
         return
     if not path.is_file():
-        raise InvalidInputError("db", f"{shown} is not a regular file")
+        raise InvalidInputError(field, f"{shown} is not a regular file")
     try:
         with path.open("rb") as f:
             header = f.read(len(_SQLITE_HEADER))
     except OSError as exc:
-        raise InvalidInputError("db", f"cannot read {shown}: {exc.strerror}") from None
+        raise InvalidInputError(field, f"cannot read {shown}: {exc.strerror}") from None
     if header and header != _SQLITE_HEADER:
-        raise InvalidInputError("db", f"{shown} is not a SQLite database")
+        raise InvalidInputError(field, f"{shown} is not a SQLite database")
 
 
-def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
-    """Open ``--db``: a ``postgresql://`` URL (see :func:`retold.open_store`) or a file path.
+def open_store(args: argparse.Namespace, *, must_exist: bool = False, field: str = "db") -> Store:
+    """Open ``--db`` (or the option ``field``): a ``postgresql://`` URL (see
+    :func:`retold.open_store`) or a file path.
 
-    A path that cannot hold a Retold store is an error naming ``db``.
+    A path that cannot hold a Retold store is an error naming ``field``.
     """
-    if is_postgres_url(args.db):
-        return _open(args.db)
-    path = Path(args.db)
-    _check_db_path(path, must_exist=must_exist)
+    value = getattr(args, field)
+    if is_postgres_url(value):
+        return _open(value)
+    path = Path(value)
+    _check_db_path(path, must_exist=must_exist, field=field)
     try:
         return SQLiteStore(path)
     except (StoreError, sqlite3.DatabaseError) as exc:
@@ -85,7 +88,7 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             raise  # another writer holds it: a runtime failure, not bad input
         raise InvalidInputError(
-            "db", f"cannot open {str(path)!r} as a Retold store: {exc}"
+            field, f"cannot open {str(path)!r} as a Retold store: {exc}"
         ) from None
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._copy import copy_store
 from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._export import export_principal
@@ -101,6 +102,22 @@ def register(sub: Any) -> None:
     add_cutoff(prune, "sessions last used")
     add_json(prune)
     prune.set_defaults(handler=_prune_transcript)
+
+    copy = msub.add_parser(
+        "copy",
+        help="copy the store's memory into another store that holds none yet (e.g. from "
+        "the SQLite file to PostgreSQL): records, transcript, events, reviews, profiles, "
+        "audit and fitness results, in one transaction",
+    )
+    add_db(copy)
+    copy.add_argument(
+        "--to",
+        required=True,
+        help="the destination: a SQLite file (created) or a postgresql:// URL",
+    )
+    copy.add_argument("--tenant", help="copy only this tenant's rows (fitness results stay)")
+    add_json(copy)
+    copy.set_defaults(handler=_copy)
 
     vacuum = msub.add_parser(
         "vacuum",
@@ -281,6 +298,19 @@ def _prune_transcript(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=True) as store:
         pruned = prune_transcript(store, before, tenant=args.tenant)
     emit_counts(args, pruned, f"pruned the sessions last used before {before.isoformat()}")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    if args.tenant is not None and not args.tenant.strip():
+        raise InvalidInputError("tenant", "must not be empty")
+    with open_store(args, must_exist=True) as source, open_store(args, field="to") as dest:
+        copied = copy_store(source, dest, tenant=args.tenant)
+    if args.json:
+        emit(copied.model_dump(mode="json"))
+        return 0
+    print(f"copied to {args.to}: " + ", ".join(f"{t} {n}" for t, n in copied.counts.items()))
+    print("the destination rebuilds its name index and vectors on each principal's first search")
     return 0
 
 

@@ -1,0 +1,194 @@
+"""Copying a store into another: from the SQLite file to PostgreSQL, or between stores.
+
+A host that outgrows one SQLite file (several workers or machines on one store) moves to
+:class:`~retold.PostgresStore`; :func:`copy_store` takes what the first store holds along,
+whole or one tenant's rows:
+
+* the records in every lifecycle state, with their ids, times, activation, evidence,
+  supersession and conflict links and idempotency keys, in the order they were written;
+* the transcript, the append-only ``events`` log, session profile snapshots, the review
+  queue, extraction progress and failures;
+* the audit: turn decisions with their configuration snapshots, searches and offline labels;
+* recorded fitness results (whole-store copies only: they belong to no tenant), so a
+  bundle that may serve live on the source may on the destination.
+
+Not copied: what the store derives from the records to find them again (the lexical
+index's bookkeeping, entity and relation names, dense vectors and their index cells). The
+destination indexes each record's text as it is written and rebuilds the rest on each
+principal's first search, as it does for records written by any other process. Nor is the
+source's redaction key: rows arrive already redacted, pass the destination's redaction gate
+again (which changes nothing it already redacted) and secrets written later get the
+destination's placeholders.
+
+Everything is written in one transaction of the destination, read in one transaction of
+the source: a failure leaves the destination as it was. Run it with the hosts writing to
+the source stopped (on PostgreSQL a source transaction sees rows committed while it reads).
+
+Like the erasure and the export, this module sits above the store and every component
+whose tables it copies; nothing below imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from ._activation_schema import _ACTIVATION_MIGRATIONS
+from ._audit import _AUDIT_MIGRATIONS
+from ._errors import InvalidInputError
+from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
+from ._profile import _PROFILE_MIGRATIONS
+from ._records import Principal, RowCounts
+from ._serving_gate import _MIGRATIONS as _FITNESS_MIGRATIONS
+from ._store import Store, WriteTx
+
+__all__ = ["StoreCopy", "copy_store"]
+
+log = structlog.get_logger("retold.copy")
+
+#: Rows read from the source per statement.
+_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    name: str
+    component: str
+    #: ORDER BY of the source read: the order the rows were written in.
+    order: str
+    #: Columns the destination fills itself: keys it numbers (rowid, autoincrement ids,
+    #: assigned in the same order) and columns it generates from the row.
+    skip: tuple[str, ...] = ()
+    #: How the rows of one tenant are chosen ("" for a table of no tenant's).
+    where_tenant: str = "tenant = ?"
+
+
+#: In dependency order (a search or label after its decision, a decision after its
+#: configuration snapshot).
+_TABLES: tuple[_Table, ...] = (
+    _Table("records", "core", "rowid", ("rowid", "fts_scope", "text_tsv", "text_len")),
+    _Table("transcript_turns", "core", "tenant, principal, session_id, turn_index"),
+    _Table("events", "core", "id", ("id",)),
+    _Table("profile_snapshots", "profile", "tenant, principal, session_id"),
+    _Table("activation_reviews", "activation", "created_at, id"),
+    _Table("extraction_progress", "extraction", "tenant, principal, session_id, extractor"),
+    _Table("extraction_failures", "extraction", "id", ("id",)),
+    _Table(
+        "turn_decision_configs",
+        "audit",
+        "sha256",
+        where_tenant="sha256 IN (SELECT config_sha256 FROM turn_decisions WHERE tenant = ?)",
+    ),
+    _Table("turn_decisions", "audit", "created_at, id"),
+    _Table("search_log", "audit", "created_at, id"),
+    _Table(
+        "offline_labels",
+        "audit",
+        "id",
+        ("id",),
+        where_tenant="decision_id IN (SELECT id FROM turn_decisions WHERE tenant = ?)",
+    ),
+    _Table("fitness_results", "fitness", "id", ("id",), where_tenant=""),
+)
+
+_MIGRATIONS: dict[str, Sequence[str]] = {
+    "profile": _PROFILE_MIGRATIONS,
+    "activation": _ACTIVATION_MIGRATIONS,
+    "extraction": _EXTRACTION_MIGRATIONS,
+    "audit": _AUDIT_MIGRATIONS,
+    "fitness": _FITNESS_MIGRATIONS,
+}
+
+#: Tables whose rows say the destination already holds memory (a copy never merges).
+_OCCUPIED = ("records", "transcript_turns", "events", "turn_decisions")
+
+
+class StoreCopy(RowCounts):
+    """What :func:`copy_store` wrote: rows per table (``counts``), and the tenant it was
+    limited to (None: the whole store)."""
+
+    tenant: str | None
+
+
+def copy_store(source: Store, destination: Store, *, tenant: str | None = None) -> StoreCopy:
+    """Copy what ``source`` holds into ``destination``, which must hold none of it yet.
+
+    ``tenant`` limits the copy to one tenant's rows (fitness results, which belong to no
+    tenant, are then left out). See the module documentation for what is copied and what
+    the destination rebuilds.
+
+    Raises:
+        InvalidInputError: ``destination`` is ``source`` (field ``destination``), or it
+            already holds records, transcript, events or turn decisions (of ``tenant``).
+        StoreError: a store refused a statement; the destination is left as it was.
+    """
+    if destination is source or (
+        source.location is not None and source.location == destination.location
+    ):
+        raise InvalidInputError("destination", "is the source store; copy into another store")
+    # The source's components are brought to this version's schema (as any component
+    # does when it opens a store); one that never ran there has nothing to copy.
+    present = {"core"} | {c for c in _MIGRATIONS if source.schema_version(c)}
+    for component in sorted(present - {"core"}):
+        source.ensure_schema(component, _MIGRATIONS[component])
+    for component, migrations in _MIGRATIONS.items():
+        destination.ensure_schema(component, migrations)
+    counts = dict.fromkeys((t.name for t in _TABLES), 0)
+    with source.write() as r, destination.write() as w:
+        _check_empty(w, tenant)
+        scopes: set[Principal] = set()
+        for table in _TABLES:
+            if table.component not in present or (tenant is not None and not table.where_tenant):
+                continue
+            where, params = (
+                ("", []) if tenant is None else (f" WHERE {table.where_tenant}", [tenant])
+            )
+            offset = 0
+            while True:
+                rows = r.query(
+                    f"SELECT * FROM {table.name}{where} ORDER BY {table.order} LIMIT ? OFFSET ?",
+                    [*params, _BATCH, offset],
+                )
+                for row in rows:
+                    _write(destination, w, table, row, scopes)
+                counts[table.name] += len(rows)
+                offset += len(rows)
+                if len(rows) < _BATCH:
+                    break
+    log.info("store_copied", tenant=tenant, **counts)
+    return StoreCopy(counts=counts, tenant=tenant)
+
+
+def _check_empty(w: WriteTx, tenant: str | None) -> None:
+    for name in _OCCUPIED:
+        where, params = ("", []) if tenant is None else (" WHERE tenant = ?", [tenant])
+        if w.query(f"SELECT 1 AS x FROM {name}{where} LIMIT 1", params):
+            whose = "" if tenant is None else f" of tenant {tenant!r}"
+            raise InvalidInputError(
+                "destination",
+                f"already holds {name} rows{whose}; copy into a store without them "
+                "(a copy never merges two stores)",
+            )
+
+
+def _write(
+    destination: Store, w: WriteTx, table: _Table, row: dict[str, object], scopes: set[Principal]
+) -> None:
+    values = {k: v for k, v in row.items() if k not in table.skip}
+    if table.name == "turn_decision_configs":
+        w.insert(table.name, values, or_ignore=True)  # shared by several tenants' turns
+        return
+    if table.name != "records":
+        w.insert(table.name, values)
+        return
+    scope = Principal(tenant=str(values["tenant"]), principal=str(values["principal"]))
+    if scope not in scopes:
+        # The lock an insert of the scope's records takes (PostgreSQL: readers of "records
+        # written since" wait for it), once per scope.
+        destination._lock_for_insert(w, scope, None)  # type: ignore[attr-defined]
+        scopes.add(scope)
+    w.insert("records", values)
+    if values["lifecycle"] != "deleted":  # a deleted record's (erased) text is not indexed
+        destination._index(w, str(values["id"]))  # type: ignore[attr-defined]

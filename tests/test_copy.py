@@ -1,0 +1,276 @@
+"""copy_store and ``retold memory copy``: moving a store's memory into another store.
+
+A real chat pipeline fills a SQLite file (two principals of one tenant, a third of another
+tenant, a deleted record, an offline label and a recorded fitness result); the copy, into
+a new SQLite file and into PostgreSQL, exports the same for every principal, finds the same
+records, lets the same bundle serve, and is all or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import retold._copy as copy_module
+from retold import (
+    HybridRetriever,
+    InvalidInputError,
+    OfflineExtractor,
+    OfflineLabel,
+    Principal,
+    RecordDraft,
+    ReviewQueue,
+    SQLiteStore,
+    Store,
+    StoreError,
+    copy_store,
+    export_principal,
+)
+from retold._audit import AuditLog
+from retold._serving_gate import recorded_fitness, write_fitness_record
+from retold.cli import main
+
+from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
+from .test_chat import make_chat
+from .test_erasure import EVE, MAYA, WORDS, _converse
+
+pytestmark = pytest.mark.anyio
+
+BOB = Principal(tenant="globex", principal="bob")
+SCOPES = (MAYA, EVE, BOB)
+
+
+async def _filled(path: Path, clock: FixedClock) -> SQLiteStore:
+    """A SQLite store with a row in every table the copy takes."""
+    store = SQLiteStore(path, clock=clock, id_factory=counter_ids())
+    await _converse(store, clock)
+    deleted = store.add(MAYA, RecordDraft(text="My gym locker is number 41."))
+    store.delete(MAYA, deleted.id)
+    store.add(BOB, RecordDraft(text="Bob keeps bees in Utrecht.", kind="fact"))
+
+    class FailingExtractor(OfflineExtractor):
+        def extract(self, turns: Any, *, user: str | None, **kw: Any) -> Any:
+            raise RuntimeError("the extractor is down")
+
+    chat = make_chat(store, extractor=FailingExtractor())
+    await chat.turn(BOB, "s1", "I moved my hives to Leiden.")
+    failed = await chat.end_session(BOB, "s1")
+    assert failed is not None and failed.failure == "exception"
+    ReviewQueue(store)  # its table; an item as activation files one for a reviewer
+    record = store.list_records(MAYA)[0]
+    with store.write() as w:
+        w.insert(
+            "activation_reviews",
+            {
+                "id": "rv1",
+                "tenant": "acme",
+                "principal": "maya",
+                "record_id": record.id,
+                "reason": "classifier_uncertain",
+                "policy_version": "copy-test@1",
+                "created_at": "2026-01-01T00:00:00Z",
+            },
+        )
+    audit = AuditLog(store)
+    decision = audit.decision_rows(tenant="acme")[0]
+    assert audit.add_label(
+        OfflineLabel(
+            decision_id=decision["id"],
+            subset=(record.id,),
+            labeler_version="copy-test@1",
+            model_family="family-a",
+            provenance="copy_test",
+            useful=False,
+            verdict="unchanged",
+        )
+    )
+    write_fitness_record(
+        store,
+        bundle="b",
+        bundle_sha256="ab" * 32,
+        scenario_set_sha256="cd" * 32,
+        verdict="pass",
+        gates=[],
+        category_counts={},
+        result_json="{}",
+        harness_version="h1",
+    )
+    return store
+
+
+def _exports(store: Store) -> dict[Principal, dict[str, Any]]:
+    """Each principal's export without the indexes derived from the records."""
+    return {
+        scope: export_principal(store, scope).model_dump(mode="json", exclude={"derived"})
+        for scope in SCOPES
+    }
+
+
+@pytest.fixture(params=STORE_KINDS)
+def destination(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Any:
+    if request.param == "sqlite":
+        (tmp_path / "to").mkdir()
+        store = make_store("sqlite", tmp_path / "to", None, clock=clock)
+        yield store
+        store.close()
+        return
+    with fresh_pg_schema() as schema:
+        store = make_store("postgresql", tmp_path, schema, clock=clock)
+        yield store
+        store.close()
+
+
+async def test_the_copy_exports_finds_and_serves_as_the_source(
+    tmp_path: Path, clock: FixedClock, destination: Store
+) -> None:
+    source = await _filled(tmp_path / "from.db", clock)
+    copied = copy_store(source, destination)
+
+    assert copied.tenant is None
+    assert copied.counts == {
+        t.name: source.query(f"SELECT COUNT(*) AS n FROM {t.name}")[0]["n"]
+        for t in copy_module._TABLES
+    }
+    assert all(copied.counts.values()), copied.counts  # every table had rows to copy
+    assert _exports(destination) == _exports(source)  # every row, event ids included
+    for scope, word in WORDS.items():
+        # The lexical index holds the copied text (the deleted record's is gone) ...
+        assert (
+            [r.id for r, _ in destination.search(scope, f"{word} Porto")]
+            == [r.id for r, _ in source.search(scope, f"{word} Porto")]
+            != []
+        )
+        assert destination.search(scope, "locker") == []
+        # ... and a search rebuilds the name index, which the copy left out.
+        found = await HybridRetriever(destination).search(scope, f"Dr. {word}")
+        assert word in found.candidates[0].record.text
+    assert destination.query("SELECT COUNT(*) AS n FROM retrieval_entities")[0]["n"] > 0
+    assert recorded_fitness(destination, "ab" * 32) == recorded_fitness(source, "ab" * 32)
+    # And back (from PostgreSQL, when that was the destination) into a third store.
+    with SQLiteStore(tmp_path / "back.db", clock=clock) as back:
+        copy_store(destination, back)
+        assert _exports(back) == _exports(source)
+    # The destination writes on as a store of its own.
+    assert destination.add(MAYA, RecordDraft(text="A new note.")).text == "A new note."
+    source.close()
+
+
+async def test_a_tenant_copy_takes_that_tenants_rows_only(
+    tmp_path: Path, clock: FixedClock, destination: Store
+) -> None:
+    source = await _filled(tmp_path / "from.db", clock)
+    copied = copy_store(source, destination, tenant="acme")
+
+    assert copied.tenant == "acme" and copied.counts["fitness_results"] == 0
+    assert {r["tenant"] for r in destination.query("SELECT tenant FROM records")} == {"acme"}
+    copied_out, source_out = _exports(destination), _exports(source)
+    for scope in (MAYA, EVE):
+        # Events are numbered anew, in the same order (the other tenant's left gaps).
+        events = [
+            [{k: v for k, v in e.items() if k != "id"} for e in out[scope].pop("events")]
+            for out in (copied_out, source_out)
+        ]
+        assert events[0] == events[1] and copied_out[scope] == source_out[scope]
+    assert copied_out[BOB]["records"] == []
+    # The other tenant can follow into the same store; acme cannot come twice.
+    assert copy_store(source, destination, tenant="globex").counts["records"] == 1
+    with pytest.raises(InvalidInputError, match=r"destination.*records rows of tenant 'acme'"):
+        copy_store(source, destination, tenant="acme")
+    source.close()
+
+
+async def test_a_copy_into_a_store_with_memory_or_into_itself_writes_nothing(
+    tmp_path: Path, clock: FixedClock, destination: Store
+) -> None:
+    source = await _filled(tmp_path / "from.db", clock)
+    with pytest.raises(InvalidInputError, match=r"destination.*source"):
+        copy_store(source, source)
+    with (
+        SQLiteStore(tmp_path / "from.db") as same,
+        pytest.raises(InvalidInputError, match=r"destination.*source"),
+    ):
+        copy_store(source, same)
+    destination.add(BOB, RecordDraft(text="Already here."))
+    with pytest.raises(InvalidInputError, match=r"destination.*records rows"):
+        copy_store(source, destination)
+    assert destination.query("SELECT COUNT(*) AS n FROM records")[0]["n"] == 1
+    source.close()
+
+
+async def test_a_copy_that_fails_midway_leaves_the_destination_as_it_was(
+    tmp_path: Path, clock: FixedClock, destination: Store, monkeypatch: Any
+) -> None:
+    source = await _filled(tmp_path / "from.db", clock)
+    write = copy_module._write
+
+    def failing(dest: Store, w: Any, table: Any, row: Any, scopes: Any) -> None:
+        if table.name == "search_log":
+            raise StoreError("the disk is full")
+        write(dest, w, table, row, scopes)
+
+    monkeypatch.setattr(copy_module, "_write", failing)
+    with pytest.raises(StoreError, match="disk is full"):
+        copy_store(source, destination)
+    for table in ("records", "transcript_turns", "events", "turn_decisions"):
+        assert destination.query(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"] == 0, table
+    monkeypatch.setattr(copy_module, "_write", write)
+    assert copy_store(source, destination).counts["search_log"] > 0  # then it goes through
+    source.close()
+
+
+async def test_memory_copy_command(
+    tmp_path: Path, clock: FixedClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retold memory copy` prints the counts (JSON with --json); a destination that
+    holds memory, a missing source and a destination that is no database exit 2, naming
+    the option."""
+    (await _filled(tmp_path / "from.db", clock)).close()
+    src, dst = str(tmp_path / "from.db"), str(tmp_path / "to.db")
+    capsys.readouterr()
+    assert main(["memory", "copy", "--db", src, "--to", dst, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tenant"] is None and out["counts"]["records"] > 0
+    assert main(["memory", "list", "--db", dst, "--tenant", "acme", "--principal", "maya"]) == 0
+    assert WORDS[MAYA] in capsys.readouterr().out
+    assert main(["memory", "copy", "--db", src, "--to", dst]) == 2
+    assert "destination: already holds records rows" in capsys.readouterr().err
+    assert main(["memory", "copy", "--db", str(tmp_path / "none.db"), "--to", dst]) == 2
+    assert "db: no database at" in capsys.readouterr().err
+    assert main(["memory", "copy", "--db", src, "--to", str(tmp_path)]) == 2
+    assert "to: " in capsys.readouterr().err
+    assert (
+        main(["memory", "copy", "--db", src, "--to", str(tmp_path / "t.db"), "--tenant", ""]) == 2
+    )
+    assert main(["memory", "copy", "--db", src, "--to", str(tmp_path / "t.db")]) == 0
+    assert capsys.readouterr().out.startswith(f"copied to {tmp_path / 't.db'}: records ")
+
+
+#: Tables a copy leaves out: the store's own bookkeeping (its redaction key, schema
+#: versions) and what it derives from the records (rebuilt on each principal's first search).
+LEFT_OUT = {
+    "retold_meta",
+    "retold_schema",
+    "retrieval_entities",
+    "retrieval_relations",
+    "retrieval_watermarks",
+    "vectors",
+    "vector_cells",
+    "vector_indexes",
+}
+
+
+async def test_every_table_is_copied_or_left_out_on_purpose(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """A table a new component adds must join the copy (or LEFT_OUT, saying why)."""
+    source = await _filled(tmp_path / "from.db", clock)
+    tables = {
+        r["name"]
+        for r in source.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not r["name"].startswith(("sqlite_", "records_fts"))
+    }
+    assert tables - LEFT_OUT == {t.name for t in copy_module._TABLES}
+    source.close()
