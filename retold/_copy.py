@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -151,8 +152,7 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
                     f"SELECT * FROM {table.name}{where} ORDER BY {table.order} LIMIT ? OFFSET ?",
                     [*params, _BATCH, offset],
                 )
-                for row in rows:
-                    _write(destination, w, table, row, scopes)
+                _write(destination, w, table, rows, scopes)
                 counts[table.name] += len(rows)
                 offset += len(rows)
                 if len(rows) < _BATCH:
@@ -174,21 +174,28 @@ def _check_empty(w: WriteTx, tenant: str | None) -> None:
 
 
 def _write(
-    destination: Store, w: WriteTx, table: _Table, row: dict[str, object], scopes: set[Principal]
+    destination: Store,
+    w: WriteTx,
+    table: _Table,
+    rows: list[dict[str, Any]],
+    scopes: set[Principal],
 ) -> None:
-    values = {k: v for k, v in row.items() if k not in table.skip}
+    """Write one batch of ``table``'s rows read from the source."""
+    values = [{k: v for k, v in row.items() if k not in table.skip} for row in rows]
     if table.name == "turn_decision_configs":
-        w.insert(table.name, values, or_ignore=True)  # shared by several tenants' turns
+        for row in values:  # shared by several tenants' turns: one may be there already
+            w.insert(table.name, row, or_ignore=True)
         return
-    if table.name != "records":
-        w.insert(table.name, values)
-        return
-    scope = Principal(tenant=str(values["tenant"]), principal=str(values["principal"]))
-    if scope not in scopes:
-        # The lock an insert of the scope's records takes (PostgreSQL: readers of "records
-        # written since" wait for it), once per scope.
-        destination._lock_for_insert(w, scope, None)  # type: ignore[attr-defined]
-        scopes.add(scope)
-    w.insert("records", values)
-    if values["lifecycle"] != "deleted":  # a deleted record's (erased) text is not indexed
-        destination._index(w, str(values["id"]))  # type: ignore[attr-defined]
+    if table.name == "records":
+        for row in values:
+            scope = Principal(tenant=str(row["tenant"]), principal=str(row["principal"]))
+            if scope not in scopes:
+                # The lock an insert of the scope's records takes (PostgreSQL: readers of
+                # "records written since" wait for it), once per scope.
+                destination._lock_for_insert(w, scope, None)  # type: ignore[attr-defined]
+                scopes.add(scope)
+    w.insert_many(table.name, values)
+    if table.name == "records":
+        for row in values:
+            if row["lifecycle"] != "deleted":  # a deleted record's (erased) text is not indexed
+                destination._index(w, str(row["id"]))  # type: ignore[attr-defined]

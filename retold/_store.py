@@ -345,6 +345,28 @@ class _WriterBase:
         )
         return int(cur.rowcount)
 
+    def insert_many(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows that have the columns of the first, as one statement run for each
+        (each row's values redacted with its own tenant's key): a bulk load without a
+        round trip per row on PostgreSQL."""
+        if not rows:
+            return
+        columns = list(rows[0])
+        sql = (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+        )
+        params = []
+        for row in rows:
+            tenant = row.get("tenant")
+            params.append(
+                self._clean([row[c] for c in columns], tenant if isinstance(tenant, str) else None)
+            )
+        self._execute_many(sql, params)
+
+    def _execute_many(self, sql: str, params: list[list[Any]]) -> None:
+        """Run ``sql`` once per parameter list (already redacted)."""
+        raise NotImplementedError
+
     def step(self, name: str) -> None:
         """Mark a point inside a write; the store's fault seam may raise here (tests)."""
         if self._store._on_write_step is not None:
@@ -390,6 +412,9 @@ class Writer(_WriterBase):
         cursor: sqlite3.Cursor = self._store.db.execute(sql, self._clean(params, tenant))
         return cursor
 
+    def _execute_many(self, sql: str, params: list[list[Any]]) -> None:
+        self._store.db.conn.executemany(sql, params)
+
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Read inside the transaction (sees its uncommitted writes)."""
         return list(self._store.db.query(sql, params))
@@ -408,6 +433,8 @@ class WriteTx(Protocol):
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any: ...
 
     def insert(self, table: str, row: Mapping[str, Any], *, or_ignore: bool = False) -> int: ...
+
+    def insert_many(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
     def query(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()

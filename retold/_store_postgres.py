@@ -386,6 +386,11 @@ class PostgresWriter(_WriterBase):
             raise UsageError("PostgresStore takes positional '?' parameters, not a mapping")
         return self._conn.execute(pg_sql(sql), self._clean(params, tenant))
 
+    def _execute_many(self, sql: str, params: list[list[Any]]) -> None:
+        # psycopg pipelines executemany: one round trip for the batch, not one per row.
+        with self._conn.cursor() as cur:
+            cur.executemany(pg_sql(sql), params)
+
     def _raw(self, sql: str, params: Sequence[Any] = ()) -> Any:
         # Schema and key bookkeeping only (values that are not user data); no redaction.
         return self._conn.execute(pg_sql(sql), list(params))

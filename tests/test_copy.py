@@ -206,10 +206,10 @@ async def test_a_copy_that_fails_midway_leaves_the_destination_as_it_was(
     source = await _filled(tmp_path / "from.db", clock)
     write = copy_module._write
 
-    def failing(dest: Store, w: Any, table: Any, row: Any, scopes: Any) -> None:
+    def failing(dest: Store, w: Any, table: Any, rows: Any, scopes: Any) -> None:
         if table.name == "search_log":
             raise StoreError("the disk is full")
-        write(dest, w, table, row, scopes)
+        write(dest, w, table, rows, scopes)
 
     monkeypatch.setattr(copy_module, "_write", failing)
     with pytest.raises(StoreError, match="disk is full"):

@@ -543,3 +543,29 @@ def test_an_older_file_gains_the_scope_index_and_scoped_lexical_index_on_open(
     assert [r.id for r, _ in reopened.search(a, "trips")] == [kept[0].id]
     assert reopened.check_integrity() == []
     reopened.close()
+
+
+def test_insert_many_redacts_each_row_with_its_tenants_key(store: Store) -> None:
+    """A bulk insert passes the same gate as one insert per row: each row's secret is
+    replaced with the placeholder its own tenant's key gives (the ids differ by tenant)."""
+    secret = "config api_key=" + "Zx9Qw8Er7Ty6Ui5O"
+    rows = [
+        {
+            "tenant": tenant,
+            "principal": "p",
+            "session_id": "s1",
+            "turn_index": 0,
+            "role": "user",
+            "text": secret,
+            "time": "2026-01-01T00:00:00Z",
+        }
+        for tenant in ("t1", "t2")
+    ]
+    with store.write() as w:
+        w.insert_many("transcript_turns", rows)
+    texts = {
+        r["tenant"]: r["text"]
+        for r in store.query("SELECT tenant, text FROM transcript_turns ORDER BY tenant")
+    }
+    assert texts == {t: store.redactor.for_tenant(t).redact(secret) for t in ("t1", "t2")}
+    assert texts["t1"] != texts["t2"] and "Zx9Qw8Er7Ty6Ui5O" not in str(texts)
