@@ -45,7 +45,6 @@ import math
 import os
 import re
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -556,19 +555,20 @@ def _columns(alias: str) -> str:
 # -- results ---------------------------------------------------------------------------------
 
 
-# Per store and scope: (entity watermark, record count, speaker name words).
-_SCOPE_STATS: weakref.WeakKeyDictionary[
-    Store, dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
-] = weakref.WeakKeyDictionary()
+_ScopeStats = dict[tuple[str, str, bool], tuple[int, int, frozenset[str]]]
+
+
+def scope_stats(store: Store) -> _ScopeStats:
+    """The store's cache, per scope, of (entity watermark, record count, speaker name words)."""
+    return store.shared("retold.retrieval.scope_stats", _ScopeStats)
 
 
 def forget_scope_stats(store: Store, scope: Principal) -> None:
     """Drop this process's cached counts and speaker names of ``scope`` (after an erasure:
     the names are the erased principal's speakers)."""
-    cache = _SCOPE_STATS.get(store)
-    if cache is not None:
-        for key in [k for k in cache if k[:2] == (scope.tenant, scope.principal)]:
-            cache.pop(key, None)
+    cache = scope_stats(store)
+    for key in [k for k in cache if k[:2] == (scope.tenant, scope.principal)]:
+        cache.pop(key, None)
 
 
 @dataclass
@@ -1348,7 +1348,7 @@ class HybridRetriever:
         # Moves the watermark (a no-op when current) and returns it.
         mark = index_scope(self.store, scope)[1]
         key = (scope.tenant, scope.principal, self.config.entity_skip_speakers)
-        cache = _SCOPE_STATS.setdefault(self.store, {})
+        cache = scope_stats(self.store)
         hit = cache.get(key)
         if hit is not None and hit[0] == mark:
             return hit[1], hit[2]

@@ -34,7 +34,7 @@ from retold._activation import ActivationPolicy
 from retold._activation_classifier import OfflineActivationClassifier
 from retold._audit import AuditLog
 from retold._extraction import OfflineExtractor
-from retold._retrieval import _SCOPE_STATS
+from retold._retrieval import scope_stats
 from retold._store import _record_from_values
 from retold.cli import main
 from retold.testing import ScriptedGapPolicy
@@ -150,13 +150,13 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     assert maya_before == eve_before
     decisions_before = AuditLog(store).decision_rows(tenant="acme", principal="maya")
     assert len(decisions_before) == 3
-    assert any(k[1] == "maya" for k in _SCOPE_STATS[store])  # retrieval's in-process cache
+    assert any(k[1] == "maya" for k in scope_stats(store))  # retrieval's in-process cache
 
     erasure = erase_principal(store, MAYA)
 
     # This process's caches forgot the principal (shared records are cleared whole).
-    assert not any(k[1] == "maya" for k in _SCOPE_STATS[store])
-    assert any(k[1] == "eve" for k in _SCOPE_STATS[store])
+    assert not any(k[1] == "maya" for k in scope_stats(store))
+    assert any(k[1] == "eve" for k in scope_stats(store))
     assert _record_from_values.cache_info().currsize == 0
 
     assert _where(store, WORDS[MAYA]) == set()
