@@ -36,6 +36,7 @@ from retold.cli import main
 from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
 from .test_chat import make_chat
 from .test_erasure import EVE, MAYA, WORDS, _converse
+from .test_export import DERIVED
 
 pytestmark = pytest.mark.anyio
 
@@ -250,16 +251,7 @@ async def test_memory_copy_command(
 
 #: Tables a copy leaves out: the store's own bookkeeping (its redaction key, schema
 #: versions) and what it derives from the records (rebuilt on each principal's first search).
-LEFT_OUT = {
-    "retold_meta",
-    "retold_schema",
-    "retrieval_entities",
-    "retrieval_relations",
-    "retrieval_watermarks",
-    "vectors",
-    "vector_cells",
-    "vector_indexes",
-}
+LEFT_OUT = {"retold_meta", "retold_schema"} | DERIVED
 
 
 async def test_every_table_is_copied_or_left_out_on_purpose(
