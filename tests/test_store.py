@@ -569,3 +569,13 @@ def test_insert_many_redacts_each_row_with_its_tenants_key(store: Store) -> None
     }
     assert texts == {t: store.redactor.for_tenant(t).redact(secret) for t in ("t1", "t2")}
     assert texts["t1"] != texts["t2"] and "Zx9Qw8Er7Ty6Ui5O" not in str(texts)
+
+
+def test_both_stores_provide_every_member_of_the_store_protocol(store: Store) -> None:
+    """Components call the protocol's members directly (no ``getattr`` fallbacks): a member
+    one dialect lacks (``shared`` on PostgreSQL, before 4df929c) is caught here, not by a
+    component that quietly degrades."""
+    members = {n for n in vars(Store) if not n.startswith("_")} | set(Store.__annotations__)
+    assert {"shared", "write", "close", "busy_timeout_ms"} <= members
+    missing = sorted(name for name in members if not hasattr(store, name))
+    assert missing == [] and isinstance(store, Store)
