@@ -33,7 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retold._activation import ActivationPolicy
-from retold._audit import AuditLog
+from retold._audit import AuditLog, writer_wait_s
 from retold._config import UtilityAwareConfig
 from retold._erasure_fence import erased_since
 from retold._errors import InvalidInputError, StoreError, StoreIntegrityError, UsageError
@@ -413,7 +413,7 @@ class MemoryChat:
                 self._turn_audit.pending.pop(key, None)
                 failed = self._turn_audit.handed.pop(key, None)
                 if failed is not None:
-                    limit = self.store.busy_timeout_ms / 1000 + 5.0
+                    limit = writer_wait_s(self.store)
                     await anyio.to_thread.run_sync(
                         self._turn_audit.writer.wait_for, failed, limit, abandon_on_cancel=True
                     )
@@ -458,7 +458,7 @@ class MemoryChat:
         """
         assert self._turn_audit is not None
         writer = self._turn_audit.writer
-        limit = self.store.busy_timeout_ms / 1000 + 5.0
+        limit = writer_wait_s(self.store)
         landed = await anyio.to_thread.run_sync(writer.wait_for, seq, limit)
         writer.raise_failures(decision_id)
         if not landed:

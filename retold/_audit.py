@@ -270,6 +270,12 @@ def _session_key(d: TurnMemoryDecision) -> SessionKey:
     return (d.scope.tenant, d.scope.principal, d.session_id)
 
 
+def writer_wait_s(store: Store) -> float:
+    """The longest a wait for the decision writer may take: the store's lock wait (each
+    write the writer makes is bounded by it), plus slack."""
+    return store.busy_timeout_ms / 1000 + 5.0
+
+
 class DecisionWriter:
     """The store's turn-decision writer: a bounded queue drained by one thread (see module doc).
 
@@ -670,7 +676,7 @@ class AuditLog:
         search_id = "s" + uuid.uuid4().hex
         # The session's decisions handed over earlier are written first, so search_log
         # keeps the session's order.
-        limit = float(getattr(self.store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
+        limit = writer_wait_s(self.store)
         self.writer.wait_session((scope.tenant, scope.principal, session_id), limit)
         with self.store.write() as w:
             if started_at is not None and erased_since(self.store, w, scope, started_at):

@@ -36,7 +36,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import _serving_gate
-from ._audit import AuditLog
+from ._audit import AuditLog, writer_wait_s
 from ._config import UtilityAwareConfig, check_bundle
 from ._deadline import Deadline, bounded_by
 from ._errors import (
@@ -431,11 +431,6 @@ def _too_many(raw: Any, field: str, limit: int) -> str | None:
     if isinstance(value, Sized) and not isinstance(value, str | bytes) and len(value) > limit:
         return f"{field}: {len(value)} items, at most {limit}"
     return None
-
-
-def _busy_s(store: Any) -> float:
-    """The longest a wait for the decision writer may take: the store's lock wait, plus slack."""
-    return float(getattr(store, "busy_timeout_ms", 30_000)) / 1000 + 5.0
 
 
 def _sha256(text: str | None) -> str | None:
@@ -953,7 +948,7 @@ class UtilityAwareOrchestrator:
         if writer.pending(key):
             # Only when a conversation's turns follow each other faster than the database
             # accepts writes (a lock held elsewhere); bounded by the store's busy timeout.
-            limit = _busy_s(self.store)
+            limit = writer_wait_s(self.store)
             landed = await anyio.to_thread.run_sync(
                 writer.wait_session, key, limit, abandon_on_cancel=True
             )
@@ -1591,7 +1586,7 @@ class UtilityAwareOrchestrator:
         """
         if self.audit.submit(decision) is not None:
             return
-        limit = _busy_s(self.store)
+        limit = writer_wait_s(self.store)
         waited = 0.0
         while waited < limit:
             if await anyio.to_thread.run_sync(
