@@ -82,6 +82,7 @@ from ._vectors import (
     ensure_vector_schema,
     ensure_vectors,
     pending_vectors,
+    vector_counts,
 )
 
 __all__ = [
@@ -691,6 +692,23 @@ class HybridRetriever:
         self.dialect = retrieval_sql(store)
         ensure_retrieval_schema(store)
         ensure_vector_schema(store)
+
+    async def prepare(self, scope: Principal) -> tuple[int, int]:
+        """Bring ``scope``'s derived indexes up to date ahead of its next search: the entity
+        and relation names, and this retriever's embedder's vectors (when it has one).
+
+        A search does the same on its way, within the turn's budget, and keeps whatever it
+        finished; after a bulk load (:func:`retold.copy_store`) or an embedder change, this
+        does it before traffic does. Returns (records the name index read, records embedded).
+        """
+        read = (await anyio.to_thread.run_sync(index_scope, self.store, scope))[0]
+        if self.embedder is None:
+            return read, 0
+        model = self.embedder.model_id
+        before = (await anyio.to_thread.run_sync(vector_counts, self.store, scope)).get(model, 0)
+        await ensure_vectors(self.store, scope, self.embedder)
+        after = (await anyio.to_thread.run_sync(vector_counts, self.store, scope)).get(model, 0)
+        return read, after - before
 
     async def retrieve(
         self,

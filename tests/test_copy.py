@@ -32,6 +32,7 @@ from retold import (
 from retold._audit import AuditLog
 from retold._serving_gate import recorded_fitness, write_fitness_record
 from retold.cli import main
+from retold.testing import HashingEmbedder
 
 from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
 from .test_chat import make_chat
@@ -266,3 +267,53 @@ async def test_every_table_is_copied_or_left_out_on_purpose(
     }
     assert tables - LEFT_OUT == {t.name for t in copy_module._TABLES}
     source.close()
+
+
+async def test_prepare_builds_a_copied_scopes_indexes_before_its_first_search(
+    tmp_path: Path, clock: FixedClock, destination: Store
+) -> None:
+    """After a copy, HybridRetriever.prepare reads every record into the name index and
+    embeds every live one; a second call, and the search after it, have nothing left to do."""
+    source = await _filled(tmp_path / "from.db", clock)
+    copy_store(source, destination)
+    embedder = HashingEmbedder(16)
+    retriever = HybridRetriever(destination, embedder=embedder)
+    rows = destination.list_records(MAYA, lifecycle=None, include_expired=True)
+    live = [r for r in rows if r.lifecycle.value != "deleted"]
+
+    assert await retriever.prepare(MAYA) == (len(rows), len(live))
+    assert await retriever.prepare(MAYA) == (0, 0)
+    calls = embedder.calls
+    found = await retriever.search(MAYA, f"Dr. {WORDS[MAYA]}")
+    assert embedder.calls == calls + 1  # the query only: no record waited for a vector
+    assert WORDS[MAYA] in found.candidates[0].record.text
+    assert await HybridRetriever(destination).prepare(EVE) == (
+        len(destination.list_records(EVE, lifecycle=None, include_expired=True)),
+        0,
+    )
+    source.close()
+
+
+def test_memory_index_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`retold memory index` prepares every principal (or one tenant's) and reports the
+    counts; a second run reads nothing; an unknown bundle or an empty tenant exits 2."""
+    db = str(tmp_path / "m.db")
+    with SQLiteStore(db) as store:
+        for scope in SCOPES:
+            store.add(scope, RecordDraft(text=f"{scope.principal} keeps bees in Utrecht."))
+    base = ["memory", "index", "--db", db]
+    capsys.readouterr()
+    assert main([*base, "--tenant", "acme", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "principals": 2,
+        "names_read": 2,
+        "embedded": 0,
+        "embedder": None,
+    }
+    assert main([*base, "--bundle", "offline-reference"]) == 0
+    assert capsys.readouterr().out.startswith("indexed 3 principals: name index read 1 records")
+    assert main([*base, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["names_read"] == 0
+    assert main([*base, "--bundle", "no-such-bundle"]) == 2
+    assert "no-such-bundle" in capsys.readouterr().err
+    assert main([*base, "--tenant", " "]) == 2

@@ -13,7 +13,7 @@ from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._export import export_principal
 from .._files import write_private
-from .._records import Activation, LifecycleState, Record, RecordKind
+from .._records import Activation, LifecycleState, Principal, Record, RecordKind
 from .._retention import prune_transcript
 from .._store import draft_from
 from ._common import (
@@ -118,6 +118,21 @@ def register(sub: Any) -> None:
     copy.add_argument("--tenant", help="copy only this tenant's rows (fitness results stay)")
     add_json(copy)
     copy.set_defaults(handler=_copy)
+
+    index = msub.add_parser(
+        "index",
+        help="bring every principal's derived indexes up to date ahead of traffic (names; "
+        "vectors with the bundle's embedder): after a copy or an embedder change",
+    )
+    add_db(index)
+    index.add_argument("--tenant", help="only this tenant's principals")
+    index.add_argument(
+        "--bundle",
+        help="build the retriever this bundle serves with (local: its MiniLM vectors too); "
+        "default: the name index only",
+    )
+    add_json(index)
+    index.set_defaults(handler=_index)
 
     vacuum = msub.add_parser(
         "vacuum",
@@ -311,6 +326,50 @@ def _copy(args: argparse.Namespace) -> int:
         return 0
     print(f"copied to {args.to}: " + ", ".join(f"{t} {n}" for t, n in copied.counts.items()))
     print("the destination rebuilds its name index and vectors on each principal's first search")
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .._retrieval import HybridRetriever
+
+    if args.tenant is not None and not args.tenant.strip():
+        raise InvalidInputError("tenant", "must not be empty")
+    bundle = None
+    if args.bundle is not None:
+        from ..policy.reference import get_bundle
+
+        bundle = get_bundle(args.bundle)
+    with open_store(args, must_exist=True) as store:
+        retriever = bundle.retriever(store) if bundle is not None else HybridRetriever(store)
+        where, params = ("", []) if args.tenant is None else (" WHERE tenant = ?", [args.tenant])
+        scopes = [
+            Principal(tenant=r["tenant"], principal=r["principal"])
+            for r in store.query(
+                f"SELECT DISTINCT tenant, principal FROM records{where} ORDER BY tenant, principal",
+                params,
+            )
+        ]
+        read = embedded = 0
+        for scope in scopes:
+            names, vectors = anyio.run(retriever.prepare, scope)
+            read, embedded = read + names, embedded + vectors
+    model = retriever.embedder.model_id if retriever.embedder is not None else None
+    if args.json:
+        emit(
+            {
+                "principals": len(scopes),
+                "names_read": read,
+                "embedded": embedded,
+                "embedder": model,
+            }
+        )
+    else:
+        print(
+            f"indexed {len(scopes)} principals: name index read {read} records, "
+            + (f"{embedded} records embedded ({model})" if model else "no embedder")
+        )
     return 0
 
 
