@@ -10,12 +10,15 @@ whole or one tenant's rows:
   queue, extraction progress and failures;
 * the audit: turn decisions with their configuration snapshots, searches and offline labels;
 * recorded fitness results (whole-store copies only: they belong to no tenant), so a
-  bundle that may serve live on the source may on the destination.
+  bundle that may serve live on the source may on the destination;
+* dense vectors with their index cells, so no record is embedded again (the embedder's
+  model id stays with each vector, as does the record it belongs to).
 
-Not copied: what the store derives from the records to find them again (the lexical
-index's bookkeeping, entity and relation names, dense vectors and their index cells). The
-destination indexes each record's text as it is written and rebuilds the rest on each
-principal's first search, as it does for records written by any other process. Nor is the
+Not copied: the name indexes the store derives from the records (entity and relation
+names, the lexical index's bookkeeping): the destination indexes each record's text as it
+is written and rebuilds the names on each principal's first search (or ahead of it,
+:meth:`~retold.HybridRetriever.prepare`), as it does for records written by any other
+process. Nor is the
 source's redaction key: rows arrive already redacted, pass the destination's redaction gate
 again (which changes nothing it already redacted) and secrets written later get the
 destination's placeholders.
@@ -44,6 +47,7 @@ from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal, RowCounts
 from ._serving_gate import _MIGRATIONS as _FITNESS_MIGRATIONS
 from ._store import Store, WriteTx
+from ._vectors import _VECTOR_MIGRATIONS
 
 __all__ = ["StoreCopy", "copy_store"]
 
@@ -92,6 +96,12 @@ _TABLES: tuple[_Table, ...] = (
         where_tenant="decision_id IN (SELECT id FROM turn_decisions WHERE tenant = ?)",
     ),
     _Table("fitness_results", "fitness", "id", ("id",), where_tenant=""),
+    # Dense vectors, their cells and index state as they are (computing them again means
+    # running the embedder over every record); an index's watermark names a source rowid
+    # and is translated (see _vector_mark).
+    _Table("vector_indexes", "vectors", "tenant, principal, model_id"),
+    _Table("vector_cells", "vectors", "tenant, principal, model_id, cell"),
+    _Table("vectors", "vectors", "tenant, principal, model_id, cell, record_id"),
 )
 
 _MIGRATIONS: dict[str, Sequence[str]] = {
@@ -100,6 +110,7 @@ _MIGRATIONS: dict[str, Sequence[str]] = {
     "extraction": _EXTRACTION_MIGRATIONS,
     "audit": _AUDIT_MIGRATIONS,
     "fitness": _FITNESS_MIGRATIONS,
+    "vectors": _VECTOR_MIGRATIONS,
 }
 
 #: Tables whose rows say the destination already holds memory (a copy never merges).
@@ -152,6 +163,8 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
                     f"SELECT * FROM {table.name}{where} ORDER BY {table.order} LIMIT ? OFFSET ?",
                     [*params, _BATCH, offset],
                 )
+                if table.name == "vector_indexes":
+                    rows = [{**row, "last_rowid": _vector_mark(r, w, row)} for row in rows]
                 _write(destination, w, table, rows, scopes)
                 counts[table.name] += len(rows)
                 offset += len(rows)
@@ -159,6 +172,22 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
                     break
     log.info("store_copied", tenant=tenant, **counts)
     return StoreCopy(counts=counts, tenant=tenant)
+
+
+def _vector_mark(r: WriteTx, w: WriteTx, index: dict[str, Any]) -> int:
+    """The destination's rowid up to which ``index``'s scope is embedded: that of the last
+    record at or under the source's watermark (records keep their order, so the ones above
+    it, not embedded yet, are above it in the destination too)."""
+    scope = [index["tenant"], index["principal"]]
+    last = r.query(
+        "SELECT id FROM records WHERE tenant = ? AND principal = ? AND rowid <= ? "
+        "ORDER BY rowid DESC LIMIT 1",
+        [*scope, index["last_rowid"]],
+    )
+    if not last:
+        return 0
+    rows = w.query("SELECT rowid FROM records WHERE id = ?", [last[0]["id"]])
+    return int(rows[0]["rowid"])
 
 
 def _check_empty(w: WriteTx, tenant: str | None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import retold._copy as copy_module
+import retold._vectors as vectors_module
 from retold import (
     HybridRetriever,
     InvalidInputError,
@@ -33,6 +34,7 @@ from retold._audit import AuditLog
 from retold._serving_gate import recorded_fitness, write_fitness_record
 from retold.cli import main
 from retold.testing import HashingEmbedder
+from retold.testing._loopback import hashed_embedding
 
 from .conftest import STORE_KINDS, FixedClock, counter_ids, fresh_pg_schema, make_store
 from .test_chat import make_chat
@@ -46,7 +48,8 @@ SCOPES = (MAYA, EVE, BOB)
 
 
 async def _filled(path: Path, clock: FixedClock) -> SQLiteStore:
-    """A SQLite store with a row in every table the copy takes."""
+    """A SQLite store with a row in every table the copy takes (Maya's records have
+    vectors)."""
     store = SQLiteStore(path, clock=clock, id_factory=counter_ids())
     await _converse(store, clock)
     deleted = store.add(MAYA, RecordDraft(text="My gym locker is number 41."))
@@ -100,6 +103,7 @@ async def _filled(path: Path, clock: FixedClock) -> SQLiteStore:
         result_json="{}",
         harness_version="h1",
     )
+    await HybridRetriever(store, embedder=HashingEmbedder(16)).prepare(MAYA)  # vectors
     return store
 
 
@@ -136,7 +140,8 @@ async def test_the_copy_exports_finds_and_serves_as_the_source(
         t.name: source.query(f"SELECT COUNT(*) AS n FROM {t.name}")[0]["n"]
         for t in copy_module._TABLES
     }
-    assert all(copied.counts.values()), copied.counts  # every table had rows to copy
+    # Every table had rows to copy (cells need more vectors: the vector test has them).
+    assert all(n for t, n in copied.counts.items() if t != "vector_cells"), copied.counts
     assert _exports(destination) == _exports(source)  # every row, event ids included
     for scope, word in WORDS.items():
         # The lexical index holds the copied text (the deleted record's is gone) ...
@@ -252,7 +257,11 @@ async def test_memory_copy_command(
 
 #: Tables a copy leaves out: the store's own bookkeeping (its redaction key, schema
 #: versions) and what it derives from the records (rebuilt on each principal's first search).
-LEFT_OUT = {"retold_meta", "retold_schema"} | DERIVED
+LEFT_OUT = {"retold_meta", "retold_schema"} | DERIVED - {
+    "vectors",
+    "vector_cells",
+    "vector_indexes",
+}
 
 
 async def test_every_table_is_copied_or_left_out_on_purpose(
@@ -276,7 +285,7 @@ async def test_prepare_builds_a_copied_scopes_indexes_before_its_first_search(
     embeds every live one; a second call, and the search after it, have nothing left to do."""
     source = await _filled(tmp_path / "from.db", clock)
     copy_store(source, destination)
-    embedder = HashingEmbedder(16)
+    embedder = HashingEmbedder(16, model_id="hashing-other")  # not the copied vectors' model
     retriever = HybridRetriever(destination, embedder=embedder)
     rows = destination.list_records(MAYA, lifecycle=None, include_expired=True)
     live = [r for r in rows if r.lifecycle.value != "deleted"]
@@ -317,3 +326,34 @@ def test_memory_index_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main([*base, "--bundle", "no-such-bundle"]) == 2
     assert "no-such-bundle" in capsys.readouterr().err
     assert main([*base, "--tenant", " "]) == 2
+
+
+async def test_vectors_travel_with_the_copy_and_only_newer_records_are_embedded(
+    tmp_path: Path, clock: FixedClock, destination: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors, cells and index state are copied (the watermark translated to the
+    destination's rowids): the copy's dense search ranks as the source's, and only the
+    records the source had not embedded yet are embedded on the destination."""
+    monkeypatch.setattr(vectors_module, "DEFAULT_PROBE", 8)  # a cell index from 16 vectors on
+    source = await _filled(tmp_path / "from.db", clock)
+    for i in range(40):
+        source.add(MAYA, RecordDraft(text=f"note {i} about {WORDS[MAYA]} and the garden"))
+    assert await HybridRetriever(source, embedder=HashingEmbedder(16)).prepare(MAYA) != (0, 0)
+    later = [source.add(MAYA, RecordDraft(text=f"later note {i}")) for i in range(3)]
+    model = HashingEmbedder(16).model_id
+    # One tenant: the other's records leave gaps, so the rowids differ from the source's.
+    copy_store(source, destination, tenant="acme")
+
+    assert vectors_module.vector_counts(destination, MAYA) == vectors_module.vector_counts(
+        source, MAYA
+    )
+    cells = "SELECT cell, size FROM vector_cells WHERE principal = 'maya' ORDER BY cell"
+    assert destination.query(cells) == source.query(cells) != []
+    probe = hashed_embedding(f"{WORDS[MAYA]} garden", 16)
+    assert vectors_module.dense_search(
+        destination, MAYA, model, probe, 5
+    ) == vectors_module.dense_search(source, MAYA, model, probe, 5)
+    embedder = HashingEmbedder(16)
+    _, embedded = await HybridRetriever(destination, embedder=embedder).prepare(MAYA)
+    assert embedded == len(later) and embedder.calls == 1
+    source.close()

@@ -107,7 +107,7 @@ def register(sub: Any) -> None:
         "copy",
         help="copy the store's memory into another store that holds none yet (e.g. from "
         "the SQLite file to PostgreSQL): records, transcript, events, reviews, profiles, "
-        "audit and fitness results, in one transaction",
+        "audit, vectors and fitness results, in one transaction",
     )
     add_db(copy)
     copy.add_argument(
@@ -325,7 +325,10 @@ def _copy(args: argparse.Namespace) -> int:
         emit(copied.model_dump(mode="json"))
         return 0
     print(f"copied to {args.to}: " + ", ".join(f"{t} {n}" for t, n in copied.counts.items()))
-    print("the destination rebuilds its name index and vectors on each principal's first search")
+    print(
+        "the destination builds its name index on each principal's first search "
+        "(or now: retold memory index)"
+    )
     return 0
 
 
