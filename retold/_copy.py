@@ -24,8 +24,9 @@ again (which changes nothing it already redacted) and secrets written later get 
 destination's placeholders.
 
 Everything is written in one transaction of the destination, read in one transaction of
-the source: a failure leaves the destination as it was. Run it with the hosts writing to
-the source stopped (on PostgreSQL a source transaction sees rows committed while it reads).
+the source: a failure leaves the destination as it was, and what is copied is one
+consistent state of the source (SQLite's write lock; a REPEATABLE READ snapshot on
+PostgreSQL). What hosts write to the source after that is not copied: stop them first.
 
 Like the erasure and the export, this module sits above the store and every component
 whose tables it copies; nothing below imports it.
@@ -149,6 +150,9 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
         destination.ensure_schema(component, migrations)
     counts = dict.fromkeys((t.name for t in _TABLES), 0)
     with source.write() as r, destination.write() as w:
+        if source.dialect == "postgresql":
+            # Every read sees one snapshot (a SQLite write transaction already does).
+            r.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         _check_empty(w, tenant)
         scopes: set[Principal] = set()
         for table in _TABLES:

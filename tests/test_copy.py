@@ -357,3 +357,35 @@ async def test_vectors_travel_with_the_copy_and_only_newer_records_are_embedded(
     _, embedded = await HybridRetriever(destination, embedder=embedder).prepare(MAYA)
     assert embedded == len(later) and embedder.calls == 1
     source.close()
+
+
+@pytest.mark.skipif("postgresql" not in STORE_KINDS, reason="needs the PostgreSQL test cluster")
+async def test_a_postgresql_source_is_copied_from_one_snapshot(
+    tmp_path: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record (and its event) another process writes to a PostgreSQL source after the
+    copy began is in neither table of the copy: the copy is one state of the source."""
+    filled = await _filled(tmp_path / "from.db", clock)
+    with fresh_pg_schema() as schema:
+        source = make_store("postgresql", tmp_path, schema, clock=clock)
+        copy_store(filled, source)
+        other = make_store("postgresql", tmp_path, schema, clock=clock)  # another process
+        write = copy_module._write
+        late: list[str] = []
+
+        def writing_meanwhile(dest: Store, w: Any, table: Any, rows: Any, scopes: Any) -> None:
+            if table.name == "transcript_turns" and not late:  # records read, events not yet
+                late.append(other.add(BOB, RecordDraft(text="Written during the copy.")).id)
+            write(dest, w, table, rows, scopes)
+
+        monkeypatch.setattr(copy_module, "_write", writing_meanwhile)
+        with SQLiteStore(tmp_path / "to.db", clock=clock) as copied:
+            copy_store(source, copied)
+            assert late and copied.get(BOB, late[0]) is None
+            events = "SELECT COUNT(*) AS n FROM events WHERE record_id = ?"
+            assert copied.query(events, late)[0]["n"] == 0
+            assert source.query(events, late)[0]["n"] == 1
+            assert _exports(copied) == _exports(filled)
+        other.close()
+        source.close()
+    filled.close()
