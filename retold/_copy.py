@@ -45,7 +45,7 @@ from ._audit import _AUDIT_MIGRATIONS
 from ._errors import InvalidInputError
 from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
 from ._profile import _PROFILE_MIGRATIONS
-from ._records import Principal, RowCounts
+from ._records import Principal, RowCounts, scope_id
 from ._serving_gate import _MIGRATIONS as _FITNESS_MIGRATIONS
 from ._store import Store, WriteTx
 from ._vectors import _VECTOR_MIGRATIONS
@@ -133,10 +133,13 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
     the destination rebuilds.
 
     Raises:
-        InvalidInputError: ``destination`` is ``source`` (field ``destination``), or it
-            already holds records, transcript, events or turn decisions (of ``tenant``).
+        InvalidInputError: ``tenant`` is not a valid scope id; ``destination`` is
+            ``source`` (field ``destination``), or it already holds records, transcript,
+            events or turn decisions (of ``tenant``).
         StoreError: a store refused a statement; the destination is left as it was.
     """
+    if tenant is not None:
+        tenant = scope_id("tenant", tenant)
     if destination is source or (
         source.location is not None and source.location == destination.location
     ):

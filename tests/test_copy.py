@@ -231,28 +231,32 @@ async def test_a_copy_that_fails_midway_leaves_the_destination_as_it_was(
 async def test_memory_copy_command(
     tmp_path: Path, clock: FixedClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`retold memory copy` prints the counts (JSON with --json); a destination that
-    holds memory, a missing source and a destination that is no database exit 2, naming
-    the option."""
+    """`retold memory copy` needs --tenant T or --all-tenants and prints the counts (JSON
+    with --json); a destination that holds memory, a missing source, a destination that is
+    no database and an invalid tenant exit 2, naming the option."""
     (await _filled(tmp_path / "from.db", clock)).close()
     src, dst = str(tmp_path / "from.db"), str(tmp_path / "to.db")
     capsys.readouterr()
-    assert main(["memory", "copy", "--db", src, "--to", dst, "--json"]) == 0
+    with pytest.raises(SystemExit):  # --tenant T or --all-tenants: one is required
+        main(["memory", "copy", "--db", src, "--to", dst])
+    capsys.readouterr()
+    assert main(["memory", "copy", "--db", src, "--to", dst, "--all-tenants", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tenant"] is None and out["counts"]["records"] > 0
     assert main(["memory", "list", "--db", dst, "--tenant", "acme", "--principal", "maya"]) == 0
     assert WORDS[MAYA] in capsys.readouterr().out
-    assert main(["memory", "copy", "--db", src, "--to", dst]) == 2
+    every = ["--all-tenants"]
+    assert main(["memory", "copy", "--db", src, "--to", dst, *every]) == 2
     assert "destination: already holds records rows" in capsys.readouterr().err
-    assert main(["memory", "copy", "--db", str(tmp_path / "none.db"), "--to", dst]) == 2
+    assert main(["memory", "copy", "--db", str(tmp_path / "none.db"), "--to", dst, *every]) == 2
     assert "db: no database at" in capsys.readouterr().err
-    assert main(["memory", "copy", "--db", src, "--to", str(tmp_path)]) == 2
+    assert main(["memory", "copy", "--db", src, "--to", str(tmp_path), *every]) == 2
     assert "to: " in capsys.readouterr().err
-    assert (
-        main(["memory", "copy", "--db", src, "--to", str(tmp_path / "t.db"), "--tenant", ""]) == 2
-    )
-    assert main(["memory", "copy", "--db", src, "--to", str(tmp_path / "t.db")]) == 0
-    assert capsys.readouterr().out.startswith(f"copied to {tmp_path / 't.db'}: records ")
+    new = str(tmp_path / "t.db")
+    assert main(["memory", "copy", "--db", src, "--to", new, "--tenant", "a b"]) == 2
+    assert "tenant: " in capsys.readouterr().err
+    assert main(["memory", "copy", "--db", src, "--to", new, "--tenant", "globex"]) == 0
+    assert capsys.readouterr().out.startswith(f"copied to {new}: records 1,")
 
 
 #: Tables a copy leaves out: the store's own bookkeeping (its redaction key, schema
@@ -305,7 +309,7 @@ async def test_prepare_builds_a_copied_scopes_indexes_before_its_first_search(
 
 def test_memory_index_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`retold memory index` prepares every principal (or one tenant's) and reports the
-    counts; a second run reads nothing; an unknown bundle or an empty tenant exits 2."""
+    counts; a second run reads nothing; an unknown bundle or an invalid tenant exits 2."""
     db = str(tmp_path / "m.db")
     with SQLiteStore(db) as store:
         for scope in SCOPES:
@@ -319,13 +323,14 @@ def test_memory_index_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "embedded": 0,
         "embedder": None,
     }
-    assert main([*base, "--bundle", "offline-reference"]) == 0
+    assert main([*base, "--all-tenants", "--bundle", "offline-reference"]) == 0
     assert capsys.readouterr().out.startswith("indexed 3 principals: name index read 1 records")
-    assert main([*base, "--json"]) == 0
+    assert main([*base, "--all-tenants", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["names_read"] == 0
-    assert main([*base, "--bundle", "no-such-bundle"]) == 2
+    assert main([*base, "--all-tenants", "--bundle", "no-such-bundle"]) == 2
     assert "no-such-bundle" in capsys.readouterr().err
     assert main([*base, "--tenant", " "]) == 2
+    assert "tenant: " in capsys.readouterr().err
 
 
 async def test_vectors_travel_with_the_copy_and_only_newer_records_are_embedded(

@@ -13,7 +13,7 @@ from .._erasure import erase_principal
 from .._errors import InvalidInputError, UsageError
 from .._export import export_principal
 from .._files import write_private
-from .._records import Activation, LifecycleState, Principal, Record, RecordKind
+from .._records import Activation, LifecycleState, Principal, Record, RecordKind, scope_id
 from .._retention import prune_transcript
 from .._store import draft_from
 from ._common import (
@@ -115,7 +115,7 @@ def register(sub: Any) -> None:
         required=True,
         help="the destination: a SQLite file (created) or a postgresql:// URL",
     )
-    copy.add_argument("--tenant", help="copy only this tenant's rows (fitness results stay)")
+    add_tenant_scope(copy, "rows (fitness results only with --all-tenants)")
     add_json(copy)
     copy.set_defaults(handler=_copy)
 
@@ -125,7 +125,7 @@ def register(sub: Any) -> None:
         "vectors with the bundle's embedder): after a copy or an embedder change",
     )
     add_db(index)
-    index.add_argument("--tenant", help="only this tenant's principals")
+    add_tenant_scope(index, "principals")
     index.add_argument(
         "--bundle",
         help="build the retriever this bundle serves with (local: its MiniLM vectors too); "
@@ -317,8 +317,6 @@ def _prune_transcript(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    if args.tenant is not None and not args.tenant.strip():
-        raise InvalidInputError("tenant", "must not be empty")
     with open_store(args, must_exist=True) as source, open_store(args, field="to") as dest:
         copied = copy_store(source, dest, tenant=args.tenant)
     if args.json:
@@ -337,8 +335,7 @@ def _index(args: argparse.Namespace) -> int:
 
     from .._retrieval import HybridRetriever
 
-    if args.tenant is not None and not args.tenant.strip():
-        raise InvalidInputError("tenant", "must not be empty")
+    tenant = None if args.tenant is None else scope_id("tenant", args.tenant)
     bundle = None
     if args.bundle is not None:
         from ..policy.reference import get_bundle
@@ -346,7 +343,7 @@ def _index(args: argparse.Namespace) -> int:
         bundle = get_bundle(args.bundle)
     with open_store(args, must_exist=True) as store:
         retriever = bundle.retriever(store) if bundle is not None else HybridRetriever(store)
-        where, params = ("", []) if args.tenant is None else (" WHERE tenant = ?", [args.tenant])
+        where, params = ("", []) if tenant is None else (" WHERE tenant = ?", [tenant])
         scopes = [
             Principal(tenant=r["tenant"], principal=r["principal"])
             for r in store.query(
