@@ -18,10 +18,9 @@ Not copied: the name indexes the store derives from the records (entity and rela
 names, the lexical index's bookkeeping): the destination indexes each record's text as it
 is written and rebuilds the names on each principal's first search (or ahead of it,
 :meth:`~retold.HybridRetriever.prepare`), as it does for records written by any other
-process. Nor is the
-source's redaction key: rows arrive already redacted, pass the destination's redaction gate
-again (which changes nothing it already redacted) and secrets written later get the
-destination's placeholders.
+process. Nor is the source's redaction key: rows arrive already redacted, pass the
+destination's redaction gate again (which changes nothing it already redacted) and secrets
+written later get the destination's placeholders.
 
 Everything is written in one transaction of the destination, read in one transaction of
 the source: a failure leaves the destination as it was, and what is copied is one
