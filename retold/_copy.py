@@ -61,7 +61,8 @@ _BATCH = 1000
 class _Table:
     name: str
     component: str
-    #: ORDER BY of the source read: the order the rows were written in.
+    #: ORDER BY of the source read (the order the rows were written in), columns that
+    #: are unique together: the reads page on them (keyset), so each costs the same.
     order: str
     #: Columns the destination fills itself: keys it numbers (rowid, autoincrement ids,
     #: assigned in the same order) and columns it generates from the row.
@@ -160,20 +161,24 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
         for table in _TABLES:
             if table.component not in present or (tenant is not None and not table.where_tenant):
                 continue
-            where, params = (
-                ("", []) if tenant is None else (f" WHERE {table.where_tenant}", [tenant])
-            )
-            offset = 0
+            key = [c.strip() for c in table.order.split(",")]
+            after: list[Any] = []  # the last row's key: the next page starts past it
             while True:
+                where = [table.where_tenant] if tenant is not None else []
+                if after:
+                    where.append(f"({table.order}) > ({', '.join('?' for _ in key)})")
                 rows = r.query(
-                    f"SELECT * FROM {table.name}{where} ORDER BY {table.order} LIMIT ? OFFSET ?",
-                    [*params, _BATCH, offset],
+                    f"SELECT * FROM {table.name}"
+                    + (f" WHERE {' AND '.join(where)}" if where else "")
+                    + f" ORDER BY {table.order} LIMIT ?",
+                    [*([tenant] if tenant is not None else []), *after, _BATCH],
                 )
+                if rows:
+                    after = [rows[-1][c] for c in key]
                 if table.name == "vector_indexes":
                     rows = [{**row, "last_rowid": _vector_mark(r, w, row)} for row in rows]
                 _write(destination, w, table, rows, scopes)
                 counts[table.name] += len(rows)
-                offset += len(rows)
                 if len(rows) < _BATCH:
                     break
     log.info("store_copied", tenant=tenant, **counts)

@@ -130,8 +130,9 @@ def destination(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedCloc
 
 
 async def test_the_copy_exports_finds_and_serves_as_the_source(
-    tmp_path: Path, clock: FixedClock, destination: Store
+    tmp_path: Path, clock: FixedClock, destination: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(copy_module, "_BATCH", 2)  # every table is read in several pages
     source = await _filled(tmp_path / "from.db", clock)
     copied = copy_store(source, destination)
 
