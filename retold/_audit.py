@@ -43,7 +43,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._erasure_fence import erased_since, last_erasures
-from ._errors import InvalidInputError, StoreError
+from ._errors import InvalidInputError, StoreError, store_unavailable
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal, RowCounts
 from ._store import Store, WriteTx, iso
@@ -449,9 +449,13 @@ class DecisionWriter:
             self._write_rows(batch)
             return [None] * len(batch)
         except Exception as exc:
-            if len(batch) == 1:
-                self._report(batch[0][1], exc)
-                return [exc]
+            # The store refused the transaction itself (a lock held past the busy timeout, a
+            # lost connection, a full disk): every row would wait and fail the same way on
+            # its own, so the batch fails once. Otherwise one row broke it: find which.
+            if len(batch) == 1 or store_unavailable(exc):
+                for item in batch:
+                    self._report(item[1], exc)
+                return [exc] * len(batch)
         outcomes: list[BaseException | None] = []
         for item in batch:  # the group failed: find the rows that cannot be written
             try:

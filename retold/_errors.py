@@ -106,6 +106,17 @@ def store_error(what: str, exc: BaseException) -> StoreError:
     return cls(f"{what} failed: {name}: {exc}")
 
 
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database could not take the statement at all (a lock held
+    past the timeout, a lost connection, a full disk, a cancelled statement, a deadline):
+    the driver's ``OperationalError`` family, SQLite's and psycopg's alike, rather than a
+    refusal of what was sent (an integrity rule, a value too big)."""
+    if isinstance(exc, DeadlineExceeded):
+        return True
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return cause is not None and any(k.__name__ == "OperationalError" for k in type(cause).__mro__)
+
+
 class DeadlineExceeded(StoreError):
     """A read, a write or a lock wait on the turn path was cut short at its deadline.
 

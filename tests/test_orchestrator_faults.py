@@ -466,3 +466,70 @@ def test_blocking_calls_go_to_daemon_workers_and_a_hung_one_keeps_only_its_own()
         release.set()
     assert threads["hang"] is not threads["quick"]
     assert all(t.daemon and t.name == "retold-policy-call" for t in threads.values())
+
+
+async def test_a_store_that_takes_no_write_fails_a_batch_once_not_row_by_row(
+    tmp_path: Path, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With another connection holding SQLite's write lock past the busy timeout, a batch
+    of decisions fails in one attempt (each row reported and counted): retrying each row
+    alone would wait the timeout once per row, so a flush or a close at shutdown would take
+    the batch's size times as long. A row that breaks a rule still fails alone."""
+    path = tmp_path / "busy.db"
+    store = SQLiteStore(path, busy_timeout_ms=100)
+    store.add(alice, RecordDraft(text="Alice prefers the vim editor"))
+    orch = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
+        admission_policy=ScriptedAdmissionPolicy("all"),
+    )
+    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    decision = await run_turn(orch, alice, **parts)
+    await orch.flush()
+    writer = orch.audit.writer
+    attempts: list[int] = []
+    write_rows = writer._write_rows
+
+    def counted(batch: Any) -> None:
+        attempts.append(len(batch))
+        write_rows(batch)
+
+    monkeypatch.setattr(writer, "_write_rows", counted)
+    copies = [  # the same turn again under new ids (its searches' ids too)
+        decision.model_copy(
+            update={
+                "decision_id": f"d-busy-{i}",
+                "turn_index": 10 + i,
+                "searches": tuple(
+                    s.model_copy(update={"search_id": f"{s.search_id}-{i}"})
+                    for s in decision.searches
+                ),
+            }
+        )
+        for i in range(4)
+    ]
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with writer._cond:  # handed over together: the writer takes them as one batch
+            for d in copies:
+                writer.submit(d)
+        assert writer.drain(10)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert attempts == [4] and writer.failed == 4
+    with pytest.raises(StoreError, match="4 turn-decision row"):
+        writer.raise_failures()
+    # A duplicate id breaks one row of a batch: the others are written.
+    attempts.clear()
+    with writer._cond:
+        writer.submit(copies[0].model_copy(update={"decision_id": decision.decision_id}))
+        writer.submit(copies[1])
+    assert writer.drain(10)
+    assert attempts == [2, 1, 1] and writer.failed == 5
+    assert [r["id"] for r in AuditLog(store).decision_rows()] == [decision.decision_id, "d-busy-1"]
+    with pytest.raises(StoreError, match="1 turn-decision row"):
+        writer.raise_failures()
+    store.close()
