@@ -43,7 +43,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._erasure_fence import erased_since, last_erasures
-from ._errors import InvalidInputError, StoreError, store_unavailable
+from ._errors import InvalidInputError, StoreError, store_rolled_back, store_unavailable
 from ._policies import DecisionStatus, Disposition, FailureReason
 from ._records import Principal, RowCounts
 from ._store import Store, WriteTx, iso
@@ -260,6 +260,8 @@ SessionKey = tuple[str, str, str]
 _MAX_PENDING = 4096
 #: Decisions written in one transaction at most.
 _MAX_BATCH = 256
+#: Times a batch the database rolled back (deadlock, serialization conflict) runs again.
+_ROLLBACK_RETRIES = 2
 #: Seconds the writer thread stays up with nothing to write (it restarts on demand).
 _IDLE_S = 0.5
 #: How often an idle writer looks at its queue: the most a row waits before its write starts.
@@ -445,17 +447,24 @@ class DecisionWriter:
     def _write(
         self, batch: list[tuple[int, TurnMemoryDecision, float]]
     ) -> list[BaseException | None]:
-        try:
-            self._write_rows(batch)
-            return [None] * len(batch)
-        except Exception as exc:
-            # The store refused the transaction itself (a lock held past the busy timeout, a
-            # lost connection, a full disk): every row would wait and fail the same way on
-            # its own, so the batch fails once. Otherwise one row broke it: find which.
-            if len(batch) == 1 or store_unavailable(exc):
-                for item in batch:
-                    self._report(item[1], exc)
-                return [exc] * len(batch)
+        for attempt in range(1, _ROLLBACK_RETRIES + 2):
+            try:
+                self._write_rows(batch)
+                return [None] * len(batch)
+            except Exception as exc:
+                # PostgreSQL chose this transaction to roll back (a deadlock, a serialization
+                # conflict): nothing was wrong with it, so it runs again.
+                if store_rolled_back(exc) and attempt <= _ROLLBACK_RETRIES:
+                    continue
+                # The store refused the transaction itself (a lock held past the busy
+                # timeout, a lost connection, a full disk): every row would wait and fail
+                # the same way on its own, so the batch fails once. Otherwise one row broke
+                # it: find which.
+                if len(batch) == 1 or store_unavailable(exc):
+                    for item in batch:
+                        self._report(item[1], exc)
+                    return [exc] * len(batch)
+                break
         outcomes: list[BaseException | None] = []
         for item in batch:  # the group failed: find the rows that cannot be written
             try:

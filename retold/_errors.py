@@ -117,6 +117,14 @@ def store_unavailable(exc: BaseException) -> bool:
     return cause is not None and any(k.__name__ == "OperationalError" for k in type(cause).__mro__)
 
 
+def store_rolled_back(exc: BaseException) -> bool:
+    """Whether the database rolled back ``exc``'s transaction to resolve a conflict with
+    another (PostgreSQL's SQLSTATE class 40: a deadlock, a serialization failure): the same
+    transaction may simply run again."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return str(getattr(cause, "sqlstate", None) or "").startswith("40")
+
+
 class DeadlineExceeded(StoreError):
     """A read, a write or a lock wait on the turn path was cut short at its deadline.
 

@@ -533,3 +533,47 @@ async def test_a_store_that_takes_no_write_fails_a_batch_once_not_row_by_row(
     with pytest.raises(StoreError, match="1 turn-decision row"):
         writer.raise_failures()
     store.close()
+
+
+async def test_a_batch_the_database_rolled_back_runs_again(
+    tmp_path: Path, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadlock or serialization failure (SQLSTATE class 40, PostgreSQL's choice of a
+    transaction to roll back) is not the batch's fault: it runs again, up to twice, before
+    its rows count as failed."""
+
+    class DeadlockDetected(Exception):
+        sqlstate = "40P01"
+
+    store = SQLiteStore(tmp_path / "rb.db")
+    store.add(alice, RecordDraft(text="Alice prefers the vim editor"))
+    orch = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
+        admission_policy=ScriptedAdmissionPolicy("all"),
+    )
+    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    writer = orch.audit.writer
+    write_rows = writer._write_rows
+    attempts: list[int] = []
+    deadlocks = [1]
+
+    def rolled_back(batch: Any) -> None:
+        attempts.append(len(batch))
+        if len(attempts) <= deadlocks[0]:
+            raise StoreError("a write failed: DeadlockDetected") from DeadlockDetected()
+        write_rows(batch)
+
+    monkeypatch.setattr(writer, "_write_rows", rolled_back)
+    await run_turn(orch, alice, **parts)
+    await orch.flush()
+    assert attempts == [1, 1] and writer.written == 1 and writer.failed == 0
+    attempts.clear()
+    deadlocks[0] = 3  # rolled back every time: the rows fail after three attempts
+    await run_turn(orch, alice, turn_index=1, **parts)
+    with pytest.raises(StoreError, match="DeadlockDetected"):
+        await orch.flush()
+    assert attempts == [1, 1, 1] and writer.failed == 1
+    assert len(AuditLog(store).decision_rows()) == 1
+    store.close()
