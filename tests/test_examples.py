@@ -16,6 +16,7 @@ import pytest
 
 from retold.testing import LoopbackServer, RecordedRequest, loopback_fixture, openai_chat
 
+from .conftest import POSTGRES_URL, STORE_KINDS, fresh_pg_schema
 from .test_fitness import _small_set
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -169,3 +170,18 @@ def test_privacy_requests(tmp_path: Path) -> None:
     assert isinstance(result["exported_records"], int) and result["exported_records"] > 0
     assert "Okonkwo" in out.read_text(encoding="utf-8")
     assert out.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_move_store(tmp_path: Path, kind: str) -> None:
+    """The memory served on the SQLite file moves to another file or to PostgreSQL, and a
+    new session there has the user's profile and finds the stored fact."""
+    expected = {"copied_records": 2, "profile_kept": True, "fact_found": True, "decisions": 3}
+    if kind == "sqlite":
+        to = str(tmp_path / "moved.db")
+        assert anyio.run(lambda: load("move_store").main(tmp_path / "m.db", to)) == expected
+        return
+    with fresh_pg_schema() as schema:
+        assert POSTGRES_URL is not None
+        to = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}retold_schema={schema}"
+        assert anyio.run(lambda: load("move_store").main(tmp_path / "m.db", to)) == expected
