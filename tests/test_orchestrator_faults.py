@@ -285,6 +285,18 @@ async def test_draft_failure_raises_after_writing_its_row(
 # -- the audit write --------------------------------------------------------------------
 
 
+def _vim_orchestrator(store: SQLiteStore) -> tuple[UtilityAwareOrchestrator, dict[str, Any]]:
+    """An orchestrator whose every turn plans one gap and admits what the store finds, and
+    the turn parts run_turn takes (a store retriever, a scripted final answer)."""
+    orch = UtilityAwareOrchestrator(
+        store,
+        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
+        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
+        admission_policy=ScriptedAdmissionPolicy("all"),
+    )
+    return orch, {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+
+
 def lock_is_free(store: SQLiteStore, path: Path) -> bool:
     """No thread holds the store's lock and no connection holds a write transaction."""
     if not store._lock.acquire(timeout=2):
@@ -314,13 +326,7 @@ async def test_failed_audit_write_is_loud_and_leaves_nothing(
     path = tmp_path / "audit.db"
     store = SQLiteStore(path, on_write_step=explode)
     store.add(alice, RecordDraft(text="Alice prefers the vim editor"))
-    orch = UtilityAwareOrchestrator(
-        store,
-        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
-        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
-        admission_policy=ScriptedAdmissionPolicy("all"),
-    )
-    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    orch, parts = _vim_orchestrator(store)
     with capture_logs() as logs:
         decision = await run_turn(orch, alice, **parts)  # the write is off the turn's path
         assert decision.response == "x"
@@ -478,13 +484,7 @@ async def test_a_store_that_takes_no_write_fails_a_batch_once_not_row_by_row(
     path = tmp_path / "busy.db"
     store = SQLiteStore(path, busy_timeout_ms=100)
     store.add(alice, RecordDraft(text="Alice prefers the vim editor"))
-    orch = UtilityAwareOrchestrator(
-        store,
-        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
-        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
-        admission_policy=ScriptedAdmissionPolicy("all"),
-    )
-    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    orch, parts = _vim_orchestrator(store)
     decision = await run_turn(orch, alice, **parts)
     await orch.flush()
     writer = orch.audit.writer
@@ -547,13 +547,7 @@ async def test_a_batch_the_database_rolled_back_runs_again(
 
     store = SQLiteStore(tmp_path / "rb.db")
     store.add(alice, RecordDraft(text="Alice prefers the vim editor"))
-    orch = UtilityAwareOrchestrator(
-        store,
-        UtilityAwareConfig(gap_enabled=True, admission_mode="custom"),
-        gap_policy=ScriptedGapPolicy([("preference", "vim editor")]),
-        admission_policy=ScriptedAdmissionPolicy("all"),
-    )
-    parts = {"retriever": StoreRetriever(store), "generate_final": ScriptedGeneration("x")}
+    orch, parts = _vim_orchestrator(store)
     writer = orch.audit.writer
     write_rows = writer._write_rows
     attempts: list[int] = []
