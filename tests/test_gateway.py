@@ -440,6 +440,10 @@ async def test_metrics_expose_turn_latency_and_model_calls(env: Env) -> None:
     assert 'retold_gateway_model_calls_total{outcome="ok"} 1.0' in text
     assert "retold_gateway_turn_model_calls_sum 1.0" in text
     assert 'retold_gateway_requests_total{route="chat_completions",status="200"} 1.0' in text
+    # The turn's decision, read from the store's writer at the scrape.
+    assert "retold_gateway_decisions_written_total 1.0" in text
+    assert "retold_gateway_decisions_failed_total 0.0" in text
+    assert "retold_gateway_decisions_pending 0.0" in text
     assert UPSTREAM_KEY not in text
 
 

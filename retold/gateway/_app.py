@@ -139,6 +139,7 @@ class Gateway:
         self.keys = keys
         self.config = config
         self.metrics = metrics or GatewayMetrics()
+        self.metrics.watch_decisions(AuditLog(chat.store).writer)
         self._clock = clock
         self._wall = wall_clock
         self._buckets = TokenBuckets(

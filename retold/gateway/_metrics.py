@@ -7,7 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from retold._audit import DecisionWriter
 
 __all__ = ["CONTENT_TYPE_LATEST", "CountingModel", "GatewayMetrics"]
 
@@ -69,6 +73,12 @@ class GatewayMetrics:
             registry=r,
         )
 
+    def watch_decisions(self, writer: DecisionWriter) -> None:
+        """Expose the store's turn-decision writer, read at each scrape: decisions written
+        and failed (each turn's audit row; a failure is a turn with no record), and those
+        handed over and not written yet."""
+        self.registry.register(_DecisionWriterCollector(writer))
+
     def observe_structured_output(self, mode: str | None) -> None:
         """Record the structured-output mode the upstream accepted (None: not known yet)."""
         if mode is None:
@@ -119,3 +129,26 @@ class CountingModel:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class _DecisionWriterCollector(Collector):
+    def __init__(self, writer: DecisionWriter) -> None:
+        self._writer = writer
+
+    def collect(self) -> list[Metric]:
+        w = self._writer
+        written = CounterMetricFamily(
+            "retold_gateway_decisions_written", "Turn decisions written to the audit log."
+        )
+        written.add_metric([], w.written)
+        failed = CounterMetricFamily(
+            "retold_gateway_decisions_failed",
+            "Turn decisions that could not be written (logged as turn_decision_write_failed).",
+        )
+        failed.add_metric([], w.failed)
+        pending = GaugeMetricFamily(
+            "retold_gateway_decisions_pending",
+            "Turn decisions handed to the writer and not written yet.",
+            value=w.pending(),
+        )
+        return [written, failed, pending]
