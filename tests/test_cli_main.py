@@ -164,6 +164,16 @@ def test_json_stdout_carries_no_log_lines(tmp_path: Path) -> None:
     (line,) = proc.stdout.decode().splitlines()
     assert json.loads(line)["text"] == "hello"
     assert proc.stderr == b""  # debug and info lines are not shown at all
+    # Commands that log at info level while they work (a copy, the indexing after it).
+    to = str(tmp_path / "copy.db")
+    for args, key in [
+        (("memory", "copy", "--db", str(tmp_path / "m.db"), "--to", to, "--all-tenants"), "counts"),
+        (("memory", "index", "--db", to, "--all-tenants"), "names_read"),
+    ]:
+        proc = _retold(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.decode().splitlines()
+        assert key in json.loads(line) and proc.stderr == b""
 
 
 def test_warnings_go_to_stderr_human_readable(tmp_path: Path, loopback: LoopbackServer) -> None:
