@@ -33,21 +33,15 @@ whose tables it copies; nothing below imports it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from ._activation_schema import _ACTIVATION_MIGRATIONS
-from ._audit import _AUDIT_MIGRATIONS
+from ._components import COMPONENT_MIGRATIONS
 from ._errors import InvalidInputError
-from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
-from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal, RowCounts, scope_id
-from ._serving_gate import _MIGRATIONS as _FITNESS_MIGRATIONS
 from ._store import Store, WriteTx
-from ._vectors import _VECTOR_MIGRATIONS
 
 __all__ = ["StoreCopy", "copy_store"]
 
@@ -105,15 +99,6 @@ _TABLES: tuple[_Table, ...] = (
     _Table("vectors", "vectors", "tenant, principal, model_id, cell, record_id"),
 )
 
-_MIGRATIONS: dict[str, Sequence[str]] = {
-    "profile": _PROFILE_MIGRATIONS,
-    "activation": _ACTIVATION_MIGRATIONS,
-    "extraction": _EXTRACTION_MIGRATIONS,
-    "audit": _AUDIT_MIGRATIONS,
-    "fitness": _FITNESS_MIGRATIONS,
-    "vectors": _VECTOR_MIGRATIONS,
-}
-
 #: Tables whose rows say the destination already holds memory (a copy never merges).
 _OCCUPIED = ("records", "transcript_turns", "events", "turn_decisions")
 
@@ -146,10 +131,10 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
         raise InvalidInputError("destination", "is the source store; copy into another store")
     # The source's components are brought to this version's schema (as any component
     # does when it opens a store); one that never ran there has nothing to copy.
-    present = {"core"} | {c for c in _MIGRATIONS if source.schema_version(c)}
+    present = {"core"} | {c for c in COMPONENT_MIGRATIONS if source.schema_version(c)}
     for component in sorted(present - {"core"}):
-        source.ensure_schema(component, _MIGRATIONS[component])
-    for component, migrations in _MIGRATIONS.items():
+        source.ensure_schema(component, COMPONENT_MIGRATIONS[component])
+    for component, migrations in COMPONENT_MIGRATIONS.items():
         destination.ensure_schema(component, migrations)
     counts = dict.fromkeys((t.name for t in _TABLES), 0)
     with source.write() as r, destination.write() as w:

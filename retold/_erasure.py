@@ -25,30 +25,24 @@ does not know their tables); nothing below imports it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import structlog
 
-from ._activation_schema import _ACTIVATION_MIGRATIONS
-from ._audit import _AUDIT_MIGRATIONS
+from ._components import COMPONENT_MIGRATIONS
 from ._erasure_fence import erasure_lock
-from ._extraction import _MIGRATIONS as _EXTRACTION_MIGRATIONS
-from ._profile import _PROFILE_MIGRATIONS
 from ._records import Principal, RowCounts
 from ._retrieval import forget_scope_stats
 from ._retrieval_sql import retrieval_sql
 from ._store import Store, _record_from_values
-from ._vectors import _VECTOR_MIGRATIONS, forget_scope
+from ._vectors import forget_scope
 
 log = structlog.get_logger("retold.erasure")
 
-#: Per component: its schema (ensured first, so one erasure covers a store whichever
-#: components have run on it) and the statements that erase the principal's words from
-#: its tables, each named by what it counts. Every statement takes (tenant, principal).
-_COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] = (
+#: Per component: the statements that erase the principal's words from its tables, each
+#: named by what it counts (its schema is ensured first, so one erasure covers a store
+#: whichever components have run on it). Every statement takes (tenant, principal).
+_COMPONENTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "audit",
-        _AUDIT_MIGRATIONS,
         (
             (
                 "search_log",
@@ -64,7 +58,6 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
     ),
     (
         "profile",
-        _PROFILE_MIGRATIONS,
         (
             (
                 "profile_snapshots",
@@ -74,7 +67,6 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
     ),
     (
         "activation",
-        _ACTIVATION_MIGRATIONS,
         (
             (
                 "activation_reviews",
@@ -85,7 +77,6 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
     ),
     (
         "extraction",
-        _EXTRACTION_MIGRATIONS,
         (
             (
                 "extraction_failures",
@@ -101,7 +92,6 @@ _COMPONENTS: tuple[tuple[str, Sequence[str], tuple[tuple[str, str], ...]], ...] 
     ),
     (
         "vectors",
-        _VECTOR_MIGRATIONS,
         (
             (
                 "vector_cells",
@@ -156,14 +146,14 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     Raises:
         StoreError: the store refused a statement; nothing was erased.
     """
-    for component, migrations, _ in _COMPONENTS:
-        store.ensure_schema(component, migrations)
+    for component, _ in _COMPONENTS:
+        store.ensure_schema(component, COMPONENT_MIGRATIONS[component])
     params = [scope.tenant, scope.principal]
     with store.write() as w:
         # Fenced writes that began before it see this erasure (see _erasure_fence).
         retrieval_sql(store).serialize(w, erasure_lock(scope))
         counts = store.erase_scope(w, scope, actor=actor)
-        for _, _, statements in _COMPONENTS:
+        for _, statements in _COMPONENTS:
             for table, sql in statements:
                 counts[table] = int(w.execute(sql, params).rowcount)
         w.step("erased")

@@ -26,6 +26,7 @@ from retold import (
     export_principal,
 )
 from retold._audit import AuditLog
+from retold._components import COMPONENT_MIGRATIONS
 from retold._erasure import _COMPONENTS
 from retold._export import _SECTIONS
 from retold.cli import main
@@ -201,9 +202,9 @@ def test_memory_export_refuses_bad_input_and_writes_nothing(
 def test_erasing_or_exporting_a_principal_scans_no_table(store: SQLiteStore) -> None:
     """Every statement of the erasure and of the export finds one principal's rows through
     an index: none reads every principal's rows (the audit's searches are the largest)."""
-    for component, migrations, _ in _COMPONENTS:
-        store.ensure_schema(component, migrations)
-    statements = [sql for _, _, stmts in _COMPONENTS for _, sql in stmts]
+    for component, _ in _COMPONENTS:
+        store.ensure_schema(component, COMPONENT_MIGRATIONS[component])
+    statements = [sql for _, stmts in _COMPONENTS for _, sql in stmts]
     statements += [sql for _, _, sql, _ in _SECTIONS]
     for sql in statements:
         plan = [r["detail"] for r in store.query("EXPLAIN QUERY PLAN " + sql, ["acme", "maya"])]
