@@ -614,18 +614,24 @@ def _reply_turn(user: TranscriptTurn, response: str, now: datetime) -> Transcrip
     )
 
 
+def _blank(turn: TranscriptTurn) -> TranscriptTurn:
+    """``turn`` without its words, as an erasure leaves the turns it finds: the row keeps
+    the session's count (and a gateway client's resent history its position)."""
+    return turn.model_copy(update={"text": "", "speaker": None})
+
+
 def _write_turns(
     store: Store, scope: Principal, turns: Sequence[TranscriptTurn], since: datetime
 ) -> None:
-    """Write a turn's transcript rows in one transaction (all or none); none when the
-    principal was erased after the turn began (``since``)."""
+    """Write a turn's transcript rows in one transaction (all or none); without their
+    words when the principal was erased after the turn began (``since``)."""
     try:
         with store.write(tenant=scope.tenant) as w:
-            if erased_since(store, w, scope, since):
-                log.info("turn_after_erasure_unrecorded", session_id=turns[0].session_id)
-                return
+            erased = erased_since(store, w, scope, since)
+            if erased:
+                log.info("turn_after_erasure_blanked", session_id=turns[0].session_id)
             for t in turns:
-                store.insert_turn(w, scope, t)
+                store.insert_turn(w, scope, _blank(t) if erased else t)
     except StoreIntegrityError as exc:
         raise InvalidInputError(
             "turn_index",
@@ -661,10 +667,10 @@ class _TurnAudit(AuditLog):
         store, scope = self.store, decision.scope
         reply = _reply_turn(user, decision.response, store.clock()) if decision.response else None
 
-        def also(w: WriteTx) -> None:
-            store.insert_turn(w, scope, user)
-            if reply is not None:
-                store.insert_turn(w, scope, reply)
+        def also(w: WriteTx, erased: bool) -> None:
+            for t in (user, reply):
+                if t is not None:
+                    store.insert_turn(w, scope, _blank(t) if erased else t)
             w.step("turn_committing")
 
         seq = self.writer.submit(decision, also=also)

@@ -9,7 +9,7 @@
    the other user's stay; work still in flight for the user writes none of them afterwards.
    ``store.vacuum()`` then removes the erased text from the database file as well.
 4. A second export shows what is left: content-free rows (deleted records without their
-   text, decision skeletons, the event log).
+   text, transcript turns without their words, decision skeletons, the event log).
 5. Retention, the operator's side: ``prune_transcript`` blanks the words of old sessions
    that memory does not rely on (``retold memory prune-transcript --older-than-days N``), and
    ``AuditLog.prune`` deletes old turn decisions with their searches, which keep each turn's
@@ -93,9 +93,10 @@ def answer_requests(store: SQLiteStore, db: Path, out: Path) -> dict[str, object
 
     after = export_principal(store, alice)
     texts = sorted({r["text"] for r in after.records})
+    said = sorted({t["text"] for t in after.transcript})
     print(
         f"  left: {len(after.records)} records (texts {texts}), {len(after.transcript)} "
-        f"transcript turns, {len(after.turn_decisions)} decision skeletons"
+        f"transcript turns (texts {said}), {len(after.turn_decisions)} decision skeletons"
     )
     bruno = Principal(tenant="acme", principal="bruno")
     print("retention: blank old sessions memory does not rely on (cutoff: now)")

@@ -306,17 +306,22 @@ class DecisionWriter:
         # hash, so the (long) snapshot is written and redacted once, not on every turn.
         self._configs: set[bytes] = set()
         # Rows a caller writes in the same transaction as a decision (MemoryChat: the
-        # turn's user row and reply), by sequence number.
-        self._also: dict[int, Callable[[WriteTx], None]] = {}
+        # turn's user row and reply), by sequence number. The flag says the principal was
+        # erased after the turn began: write the rows without their words.
+        self._also: dict[int, Callable[[WriteTx, bool], None]] = {}
 
     # -- the turn's side ------------------------------------------------------------------
 
     def submit(
-        self, decision: TurnMemoryDecision, also: Callable[[WriteTx], None] | None = None
+        self,
+        decision: TurnMemoryDecision,
+        also: Callable[[WriteTx, bool], None] | None = None,
     ) -> int | None:
         """Hand ``decision`` over; returns its sequence number, or None when the queue is full.
 
-        ``also`` writes more rows in the decision's own transaction (all or none).
+        ``also(w, erased)`` writes more rows in the decision's own transaction (all or
+        none); ``erased``: the principal was erased after the turn began, so the rows are
+        to be written without their words.
 
         Raises:
             StoreError: the store is closed.
@@ -494,7 +499,7 @@ class DecisionWriter:
                 searches = _search_rows(decision, row["created_at"])
                 # A turn that began before its principal's erasure keeps the skeleton the
                 # erasure leaves of older turns: no gap queries, no search text, no
-                # transcript rows (the ``also`` rows are the turn's user row and reply).
+                # transcript words (``also`` writes the turn's user row and reply, blank).
                 forgotten = _turn_start(decision) < erased.get(decision.scope, "")
                 if forgotten:
                     row["gaps"] = "[]"
@@ -514,8 +519,8 @@ class DecisionWriter:
                     w.insert("search_log", search)
                 w.step("search_log")
                 also = self._also.get(seq)
-                if also is not None and not forgotten:
-                    also(w)
+                if also is not None:
+                    also(w, forgotten)
         self._configs |= new_configs
         for _, decision, _ in batch:
             log.debug("turn_decision_written", decision_id=decision.decision_id)

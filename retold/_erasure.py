@@ -8,9 +8,16 @@ session profile snapshots, in reviewers' notes and in extraction failure details
 transaction, on SQLite and PostgreSQL alike; a failure rolls all of it back.
 
 What stays is content-free: each record's row (lifecycle ``deleted``; text, tags and key
-empty), the turn decisions' skeleton (ids, dispositions, timings, hashes), the review
-items' outcome and the append-only ``events`` log, which records ids, kinds, reasons and
-attribute keys, never a record's text.
+empty), each transcript turn's row (session, index, role and time; text and speaker
+empty, as transcript retention leaves them), the turn decisions' skeleton (ids,
+dispositions, timings, hashes), the review items' outcome and the append-only ``events``
+log, which records ids, kinds, reasons and attribute keys, never a record's text.
+
+The transcript rows stay so that the principal's sessions keep counting their turns: a
+session that continues after the erasure numbers its next turn after the ones its decision
+skeletons name, and a gateway client that resends the erased conversation (as OpenAI
+clients resend their whole history) finds those messages already held, matched by
+position, so they are not recorded again.
 
 Dense vectors go with their records (the purge trigger); the scope's vector index goes too:
 its cell centroids are means of the principal's vectors (a small cell's centroid is one
@@ -127,16 +134,17 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
 
     Every record of the principal is deleted as :meth:`Store.delete` deletes one (text,
     speaker and tags erased, idempotency key released, lexical index entry, entity names
-    and vectors purged, a ``record.deleted`` event each); their transcript turns, profile
-    snapshots, extraction progress and vector index cells are removed; the audit keeps
+    and vectors purged, a ``record.deleted`` event each); their transcript turns lose
+    their text and speaker (the rows stay, see the module doc); profile snapshots,
+    extraction progress and vector index cells are removed; the audit keeps
     each turn decision and search but loses the queries, the contexts and the gap queries;
     reviewers' notes and extraction failure details are blanked. One ``principal.erased``
     event records the counts.
 
     Work still in flight that read the principal's words before the erasure writes none of
     them afterwards (:mod:`retold._erasure_fence`), in this process or another: a chat
-    turn keeps only its decision's skeleton (no transcript rows, gap queries or search
-    text), a search is logged without its query, a session end's extraction writes no
+    turn keeps only its decision's skeleton and its transcript rows without their words
+    (no gap queries or search text), a search is logged without its query, a session end's extraction writes no
     record, no progress and no failure, and a profile assembled before the erasure is
     assembled again.
 

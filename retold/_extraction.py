@@ -232,14 +232,21 @@ async def extract_session(
     started = store.clock()
     await anyio.to_thread.run_sync(store.ensure_schema, "extraction", _MIGRATIONS)
     start = await anyio.to_thread.run_sync(_progress, store, scope, session_id, ident)
-    turns = [
+    read = [
         t
         for t in await anyio.to_thread.run_sync(store.turns, scope, session_id)
         if t.turn_index >= start
     ]
-    if not turns:
+    if not read:
         return ExtractionResult(session_id=session_id, turns_seen=0)
-    first, last = turns[0].turn_index, turns[-1].turn_index
+    first, last = read[0].turn_index, read[-1].turn_index
+    # Turns whose words retention or an erasure removed hold nothing to extract: the
+    # extractor (a model call, for some) never sees them, and progress moves past them.
+    turns = [t for t in read if t.text]
+    if not turns:
+        return await anyio.to_thread.run_sync(
+            _write, store, scope, session_id, ident, [], last + 1, 0, started
+        )
 
     async def fail(reason: str, detail: str) -> ExtractionResult:
         await anyio.to_thread.run_sync(

@@ -929,12 +929,17 @@ class _SharedStoreOps:
         return deleted
 
     def erase_scope(self, w: Any, scope: Principal, *, actor: str) -> dict[str, int]:
-        """Inside the write ``w``: delete every record of ``scope`` and its transcript.
+        """Inside the write ``w``: delete every record of ``scope`` and blank its transcript.
 
         Each record not yet deleted is deleted as :meth:`delete` does (text erased, index
         entry and derived rows purged, one ``record.deleted`` event), and the transcript's
-        turns are removed. Returns how many of each. :func:`retold.erase_principal` calls
-        it and erases what the other components keep, in the same transaction.
+        turns lose their text and speaker. The rows stay, content-free (session, index,
+        role, time), as transcript retention leaves them: a session that continues keeps
+        counting its turns, so its new turns do not reuse the indexes its decisions keep,
+        and a gateway client that resends the erased conversation finds those messages
+        held (matched by position) instead of having them recorded again. Returns how many
+        records were deleted and turns blanked. :func:`retold.erase_principal` calls it
+        and erases what the other components keep, in the same transaction.
         """
         rows = w.query(
             "SELECT id, lifecycle FROM records WHERE tenant = ? AND principal = ? "
@@ -944,7 +949,8 @@ class _SharedStoreOps:
         for row in rows:
             self._erase(w, scope, row["id"], row["lifecycle"], actor)
         turns = w.execute(
-            "DELETE FROM transcript_turns WHERE tenant = ? AND principal = ?",
+            "UPDATE transcript_turns SET text = '', speaker = NULL "
+            "WHERE tenant = ? AND principal = ? AND (text != '' OR speaker IS NOT NULL)",
             [scope.tenant, scope.principal],
         ).rowcount
         return {"records": len(rows), "transcript_turns": int(turns)}

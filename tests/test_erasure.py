@@ -169,7 +169,10 @@ async def test_erasure_removes_every_copy_of_one_principals_words(
     assert {r.lifecycle for r in records} == {LifecycleState.DELETED}
     assert all(r.text == "" and r.tags == () and r.idempotency_key is None for r in records)
     assert store.list_records(EVE) and store.turns(EVE, "s1")
-    assert store.turns(MAYA, "s1") == [] and store.next_turn_index(MAYA, "s2") == 0
+    # The transcript rows stay without their words: a session keeps counting its turns.
+    kept = store.turns(MAYA, "s1") + store.turns(MAYA, "s2")
+    assert len(kept) == 6 and {(t.text, t.speaker) for t in kept} == {("", None)}
+    assert store.next_turn_index(MAYA, "s2") == store.next_turn_index(EVE, "s2") > 0
     # Decisions keep their skeleton: same ids and dispositions, no gap queries.
     after = AuditLog(store).decision_rows(tenant="acme", principal="maya")
     assert [(d["id"], d["disposition"]) for d in after] == [
@@ -240,8 +243,8 @@ async def test_a_turn_in_flight_during_the_erasure_keeps_only_its_skeleton(
     any_store: Store, clock: FixedClock
 ) -> None:
     """A chat turn that began before the erasure and ends after it writes its decision
-    (one per turn) without its gap queries, search text or transcript rows; the next turn
-    is recorded as usual."""
+    (one per turn) without its gap queries or search text, and its transcript rows without
+    their words; the next turn is recorded as usual."""
     store = any_store
     await _converse(store, clock)
     eve_before = _where(store, WORDS[EVE])
@@ -263,11 +266,53 @@ async def test_a_turn_in_flight_during_the_erasure_keeps_only_its_skeleton(
     assert row["gaps"] in ([], "[]") and row["gap_count"] == 1
     [search] = AuditLog(store).search_rows(row["id"])
     assert search["query"] == "" and search["context"] is None
-    assert store.turns(MAYA, "s3") == []
+    blank = store.turns(MAYA, "s3")
+    assert [(t.turn_index, t.role.value, t.text, t.speaker) for t in blank] == [
+        (0, "user", "", None),
+        (1, "assistant", "", None),
+    ]
     clock.advance(seconds=1)
     await chat.turn(MAYA, "s4", "Hello again")
     after = store.turns(MAYA, "s4")
     assert [(t.role.value, t.text) for t in after[:1]] == [("user", "Hello again")]
+
+
+@pytest.mark.anyio
+async def test_a_session_that_continues_after_the_erasure_counts_on_and_extracts_only_new_words(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """The open session s2 goes on after the erasure: its next turn is numbered after the
+    erased ones (whose decision skeletons keep their indexes), and its session end hands
+    the extractor the new turns only, not the rows the erasure left without words."""
+    store = any_store
+    await _converse(store, clock)
+    skeleton = {
+        d["turn_index"]
+        for d in AuditLog(store).decision_rows(tenant="acme", principal="maya")
+        if d["session_id"] == "s2"
+    }
+    erase_principal(store, MAYA)
+    clock.advance(seconds=1)
+
+    seen: list[list[int]] = []
+
+    class Recording(OfflineExtractor):
+        def extract(self, turns: Any, *, user: str | None, **kw: Any) -> Any:
+            seen.append([t.turn_index for t in turns])
+            return super().extract(turns, user=user, **kw)
+
+    chat = make_chat(store, extractor=Recording())
+    reply = await chat.turn(MAYA, "s2", "My dentist is Dr. Ana Ribeiro in Faro.")
+    assert reply.turn_index > max(skeleton)
+    result = await chat.end_session(MAYA, "s2")
+
+    assert result is not None and result.failure is None and result.written
+    assert seen == [[reply.turn_index, reply.turn_index + 1]]
+    assert {r.id for r in store.list_records(MAYA)} == set(result.written)
+    assert _where(store, WORDS[MAYA]) == set()
+    # A session whose every turn is blank is passed over without calling the extractor.
+    again = await chat.end_session(MAYA, "s1")
+    assert again is not None and again.turns_seen == 0 and seen == seen[:1]
 
 
 @pytest.mark.anyio
@@ -320,7 +365,8 @@ async def test_a_search_in_flight_during_the_erasure_is_logged_without_its_words
     any_store: Store, clock: FixedClock
 ) -> None:
     """A tool-mode turn whose memory search began before the erasure logs the search
-    without its query and writes no transcript rows; the next turn is recorded as usual."""
+    without its query and its transcript rows without their words; the next turn is
+    recorded as usual."""
     store = any_store
     await _converse(store, clock)
     eve_before = _where(store, WORDS[EVE])
@@ -337,7 +383,10 @@ async def test_a_search_in_flight_during_the_erasure_is_logged_without_its_words
         ["acme", "maya"],
     )
     assert rows == [{"query": "", "context": None}]
-    assert store.turns(MAYA, "s3") == []
+    assert [(t.role.value, t.text) for t in store.turns(MAYA, "s3")] == [
+        ("user", ""),
+        ("assistant", ""),
+    ]
     clock.advance(seconds=1)
     await chat.turn(MAYA, "s4", "Hello again")
     assert [t.text for t in store.turns(MAYA, "s4")][:1] == ["Hello again"]

@@ -133,7 +133,11 @@ async def test_an_export_after_erasure_holds_none_of_the_words(
     assert exported.records and all(
         r["lifecycle"] == "deleted" and r["text"] == "" for r in exported.records
     )
-    assert exported.transcript == [] and exported.profile_snapshots == []
+    # The transcript rows stay, content-free (session, index, role, time).
+    assert exported.transcript and all(
+        t["text"] == "" and t["speaker"] is None for t in exported.transcript
+    )
+    assert exported.profile_snapshots == []
     assert exported.derived["retrieval_entities"] == 0 and exported.derived["vectors"] == 0
     assert exported.events[-1]["type"] == "principal.erased"
     assert WORDS[EVE] in export_principal(store, EVE).to_json()

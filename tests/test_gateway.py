@@ -154,11 +154,11 @@ async def test_resent_history_is_recorded_once(env: Env) -> None:
     ]
 
 
-async def test_history_resent_during_an_erasure_is_not_recorded(
+async def test_history_resent_during_an_erasure_is_recorded_without_its_words(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call whose principal is erased while it records the client's earlier messages
-    records none of them; its turn, begun after the erasure, is recorded as usual."""
+    records their positions only; its turn, begun after the erasure, is recorded as usual."""
     read = env.store.turns
     erased: list[object] = []
 
@@ -179,7 +179,49 @@ async def test_history_resent_during_an_erasure_is_not_recorded(
             model="m", messages=messages, extra_headers={"X-Retold-Session": "s-erase"}
         )  # type: ignore[arg-type]
     assert erased
-    assert [t.text for t in read(ALICE, "s-erase")] == ["new question", "echo: new question"]
+    stored = read(ALICE, "s-erase")
+    assert [t.text for t in stored] == ["", "", "new question", "echo: new question"]
+    assert [t.turn_index for t in stored] == [0, 1, 2, 3]
+
+
+@BOTH_BACKENDS
+async def test_a_client_resending_an_erased_conversation_does_not_bring_it_back(
+    env: Env,
+) -> None:
+    """After the principal's erasure, the client goes on resending the whole conversation:
+    none of the erased messages is recorded again or sent upstream, the new turns are
+    recorded after the erased ones, and the session's turns stay in the client's order."""
+    secret = "my locker is number 4417 at the Quetzal gym"
+    history: list[dict[str, str]] = [{"role": "user", "content": secret}]
+    session = {"X-Retold-Session": "s-forget"}
+    async with env.client(env.alice) as client:
+        first = await client.chat.completions.create(
+            model="m", messages=history, extra_headers=session
+        )  # type: ignore[arg-type]
+        history.append({"role": "assistant", "content": first.choices[0].message.content or ""})
+        erase_principal(env.store, ALICE)
+        for text in ("what is new?", "and now?"):
+            history.append({"role": "user", "content": text})
+            reply = await client.chat.completions.create(
+                model="m", messages=history, extra_headers=session
+            )  # type: ignore[arg-type]
+            history.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
+    stored = env.store.turns(ALICE, "s-forget")
+    assert [(t.turn_index, t.role.value, t.text) for t in stored] == [
+        (0, "user", ""),
+        (1, "assistant", ""),
+        (2, "user", "what is new?"),
+        (3, "assistant", "echo: what is new?"),
+        (4, "user", "and now?"),
+        (5, "assistant", "echo: and now?"),
+    ]
+    hits = env.store.query(
+        "SELECT COUNT(*) AS n FROM transcript_turns WHERE text LIKE ?", ["%Quetzal%"]
+    )
+    assert hits == [{"n": 0}]
+    upstream = [r.body.decode() for r in env.upstream.chat_completions.requests[1:]]
+    assert len(upstream) == 2 and not any("Quetzal" in body for body in upstream)
+    assert "what is new?" in upstream[1]
 
 
 async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:

@@ -70,7 +70,7 @@ def register(sub: Any) -> None:
 
     erase = msub.add_parser(
         "erase",
-        help="erase every stored copy of one principal's words: records, transcript, "
+        help="erase every stored copy of one principal's words: records, transcript text, "
         "profile snapshots, search and gap queries (then run vacuum)",
     )
     add_db(erase)

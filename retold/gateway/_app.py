@@ -16,7 +16,8 @@ so what they said in an ended session is in memory for the turns that follow.
 Transcript: the stored transcript is append-only. On each call the client's earlier
 messages past what the session already holds are recorded (a client that brings history
 from elsewhere), then the turn and its answer; messages the session already holds are never
-recorded again, matched by position.
+recorded again, matched by position. An erasure leaves the session's rows without their
+words, so a client that goes on resending the erased conversation does not bring it back.
 """
 
 from __future__ import annotations
@@ -510,7 +511,7 @@ class Gateway:
 
     async def _record_history(self, scope: Principal, session_id: str, req: ChatRequest) -> None:
         """Record the client's earlier messages the session does not hold yet, in one
-        transaction; none when the principal is erased meanwhile."""
+        transaction; without their words when the principal is erased meanwhile."""
         if not req.conversation:
             return
         store = self.chat.store
