@@ -5,18 +5,36 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
 import openai
 import pytest
 
-from retold import PostgresStore, Principal, SQLiteStore, Store, TranscriptTurn, erase_principal
+from retold import (
+    PostgresStore,
+    Principal,
+    Role,
+    SQLiteStore,
+    Store,
+    TranscriptTurn,
+    erase_principal,
+)
 from retold._audit import AuditLog
 from retold._keys import KeyFile
 from retold.adapters import RetryPolicy
-from retold.gateway import DECISION_HEADER, Gateway, GatewayConfig, build_gateway
+from retold.gateway import (
+    DECISION_HEADER,
+    SESSION_HEADER,
+    Gateway,
+    GatewayConfig,
+    build_gateway,
+    default_session_id,
+)
+from retold.gateway._sessions import FORK_WINDOW, resolve_session
 from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
 
 from .conftest import POSTGRES_URL
@@ -72,6 +90,7 @@ class Env:
 
 ALICE = Principal(tenant="acme", principal="alice")
 BOB = Principal(tenant="acme", principal="bob")
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _gateway(
@@ -222,6 +241,134 @@ async def test_a_client_resending_an_erased_conversation_does_not_bring_it_back(
     upstream = [r.body.decode() for r in env.upstream.chat_completions.requests[1:]]
     assert len(upstream) == 2 and not any("Quetzal" in body for body in upstream)
     assert "what is new?" in upstream[1]
+
+
+async def _chat(client: openai.AsyncOpenAI, history: list[dict[str, str]], text: str) -> str:
+    """One call of a client that resends ``history`` with ``text`` and keeps the answer;
+    returns the session the gateway chose."""
+    history.append({"role": "user", "content": text})
+    raw = await client.chat.completions.with_raw_response.create(model="m", messages=history)  # type: ignore[arg-type]
+    history.append({"role": "assistant", "content": raw.parse().choices[0].message.content or ""})
+    return raw.headers[SESSION_HEADER]
+
+
+def _sent(env: Env) -> list[dict[str, Any]]:
+    """The messages of the upstream's latest request."""
+    messages: list[dict[str, Any]] = env.upstream.chat_completions.requests[-1].json["messages"]
+    return messages
+
+
+async def test_chats_that_open_the_same_way_get_sessions_of_their_own(env: Env) -> None:
+    """Two chats of one user both open with "hi": the second starts a fork of its own
+    instead of being sent the first one's history, and each chat's later calls go on in
+    its own session, whichever was newer."""
+    first: list[dict[str, str]] = []
+    second: list[dict[str, str]] = []
+    async with env.client(env.alice) as client:
+        a = await _chat(client, first, "hi")
+        assert await _chat(client, first, "my cat is called Zorro") == a
+        b = await _chat(client, second, "hi")
+        assert "Zorro" not in str(_sent(env))
+        assert await _chat(client, first, "what did I say?") == a
+        assert "Zorro" in str(_sent(env))
+        assert await _chat(client, second, "and you?") == b
+        assert "Zorro" not in str(_sent(env))
+    assert a == default_session_id("hi") and b == f"{a}-2"
+    assert [t.text for t in env.store.turns(ALICE, b) if t.role.value == "user"] == [
+        "hi",
+        "and you?",
+    ]
+    assert len(env.store.turns(ALICE, a)) == 6
+
+
+async def test_every_chat_of_an_app_with_a_fixed_greeting_is_a_session_of_its_own(
+    env: Env,
+) -> None:
+    """An app opens every chat with the same assistant greeting: each chat is a session,
+    found again by the user's messages, and the greeting is recorded in each."""
+    greeting = {"role": "assistant", "content": "Hello! How can I help?"}
+    chats: list[list[dict[str, str]]] = [[dict(greeting)], [dict(greeting)]]
+    async with env.client(env.alice) as client:
+        one = await _chat(client, chats[0], "plan my trip to Oslo")
+        two = await _chat(client, chats[1], "fix my bike")
+        assert await _chat(client, chats[0], "in May") == one
+        assert "bike" not in str(_sent(env))
+        assert await _chat(client, chats[1], "the chain") == two
+        assert "Oslo" not in str(_sent(env))
+    assert one != two
+    texts = [t.text for t in env.store.turns(ALICE, two)]
+    assert texts == [greeting["content"], "fix my bike", "echo: fix my bike", "the chain",
+                     "echo: the chain"]  # fmt: skip
+
+
+async def test_a_client_that_drops_the_assistants_messages_stays_in_its_session(
+    env: Env,
+) -> None:
+    """Matching reads the user's messages only: a client that resends them without the
+    answers continues its session."""
+    async with env.client(env.alice) as client:
+        sessions = set()
+        users: list[dict[str, str]] = []
+        for text in ("first", "second", "third"):
+            users.append({"role": "user", "content": text})
+            raw = await client.chat.completions.with_raw_response.create(
+                model="m",
+                messages=users,  # type: ignore[arg-type]
+            )
+            sessions.add(raw.headers[SESSION_HEADER])
+    [session] = sessions
+    assert [t.text for t in env.store.turns(ALICE, session)][::2] == ["first", "second", "third"]
+
+
+def test_resolve_session_forks_past_claims_and_compares_the_newest_forks(
+    tmp_path: Path,
+) -> None:
+    """A first call skips forks claimed by calls still in flight; a continuing call picks
+    the fork holding most of its user messages; past ``FORK_WINDOW`` newer forks an old
+    conversation starts a new one (its history is then recorded there)."""
+    store = SQLiteStore(tmp_path / "s.db")
+    base = default_session_id("hi")
+
+    def add(session: str, *users: str) -> None:
+        for i, text in enumerate(users):
+            store.add_turn(
+                ALICE,
+                TranscriptTurn(
+                    session_id=session, turn_index=2 * i, role=Role.USER, text=text, time=NOW
+                ),
+            )
+            store.add_turn(
+                ALICE,
+                TranscriptTurn(
+                    session_id=session,
+                    turn_index=2 * i + 1,
+                    role=Role.ASSISTANT,
+                    text="ok",
+                    time=NOW,
+                ),
+            )
+
+    def resolve(*users: str, claimed: frozenset[str] = frozenset()) -> str:
+        conversation = [
+            (role, text) for u in users for role, text in (("user", u), ("assistant", "x"))
+        ]
+        return resolve_session(store, ALICE, "hi", conversation, claimed.__contains__)
+
+    assert resolve() == base
+    assert resolve(claimed=frozenset({base})) == f"{base}-2"
+    add(base, "hi", "cats")
+    add(f"{base}-2", "hi")
+    assert resolve() == f"{base}-3"
+    assert resolve(claimed=frozenset({f"{base}-3"})) == f"{base}-4"
+    assert resolve("hi") == f"{base}-2"  # the other holds more than the client sent
+    assert resolve("hi", "cats") == base  # both continue it: the one holding more wins
+    assert resolve("hi", "dogs") == f"{base}-2"
+    assert resolve("hello") == f"{base}-3"  # continues none: a new fork
+    for k in range(3, 3 + FORK_WINDOW):
+        add(f"{base}-{k}", "hi", f"topic {k}")
+    assert resolve("hi", "cats") == f"{base}-{3 + FORK_WINDOW}"
+    assert resolve("hi", f"topic {2 + FORK_WINDOW}") == f"{base}-{2 + FORK_WINDOW}"
+    store.close()
 
 
 async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from retold._keys import KEY_PREFIX, ApiKeyEntry, KeyFile, hash_key
 
-from ._app import DECISION_HEADER, SESSION_HEADER, Gateway, GatewayConfig, default_session_id
+from ._app import DECISION_HEADER, SESSION_HEADER, Gateway, GatewayConfig
 from ._build import UPSTREAM_KEY_ENV, build_gateway
+from ._sessions import default_session_id
 
 __all__ = [
     "DECISION_HEADER",

@@ -5,9 +5,11 @@ authenticates its key (the key alone fixes tenant and principal), runs the turn 
 Retold's utility-aware path against the configured upstream model, records the transcript
 once, and answers in OpenAI's wire format (JSON, or server-sent events with ``stream``).
 
-Sessions: header ``X-Retold-Session`` names the conversation; without it the session is
-``conv-`` plus the first 16 hex digits of the sha256 of the conversation's first message,
-so a client that resends its history lands in the same session on every call.
+Sessions: header ``X-Retold-Session`` names the conversation. Without it the gateway finds
+the session from the conversation itself (:mod:`retold.gateway._sessions`): ``conv-`` plus
+16 hex digits of the sha256 of its first message, forked (``-2``, ``-3``, ...) for each
+chat that opens the same way, so a client that resends its history lands in the same
+session on every call, and two chats that both open with "hi" do not share one.
 ``POST /v1/retold/sessions/{id}/end`` ends a session (extraction and activation run in the
 background); sessions idle longer than ``session_idle_s`` end by themselves. A principal's
 next turn waits (at most ``session_end_wait_s``) for that principal's pending session ends,
@@ -22,7 +24,6 @@ words, so a client that goes on resending the erased conversation does not bring
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -49,6 +50,7 @@ from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 
 from ._limits import TokenBuckets
 from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from ._sessions import resolve_session
 from ._wire import ChatRequest, error_body, parse_chat_request, sse_chunks
 
 __all__ = ["DECISION_HEADER", "SESSION_HEADER", "Gateway", "GatewayConfig"]
@@ -105,11 +107,6 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
-def default_session_id(first_message: str) -> str:
-    """The session of a request without ``X-Retold-Session``."""
-    return "conv-" + hashlib.sha256(first_message.encode("utf-8")).hexdigest()[:16]
-
-
 class Gateway:
     """The gateway: keys, limits, sessions and metrics around one :class:`MemoryChat`.
 
@@ -147,6 +144,8 @@ class Gateway:
             rate=config.rate_limit_rps, burst=config.rate_limit_burst, clock=clock
         )
         self._sessions: dict[tuple[str, str, str], _Session] = {}
+        # One default-session resolution (and claim) at a time per principal.
+        self._resolving: dict[Principal, anyio.Lock] = {}
         self._pending: dict[Principal, _Pending] = {}
         self._tg: TaskGroup | None = None
         self.app = Starlette(
@@ -385,13 +384,12 @@ class Gateway:
         try:
             raw = await self._body(request)
             chat_request = parse_chat_request(raw, max_messages=self.config.max_messages)
-            session_id = request.headers.get(SESSION_HEADER) or default_session_id(
-                chat_request.first_message
-            )
-            try:
-                _scope_id(session_id)
-            except ValueError as exc:
-                raise InvalidInputError(SESSION_HEADER, str(exc)) from None
+            session_id = request.headers.get(SESSION_HEADER) or None
+            if session_id is not None:
+                try:
+                    _scope_id(session_id)
+                except ValueError as exc:
+                    raise InvalidInputError(SESSION_HEADER, str(exc)) from None
         except _TooLarge as exc:
             return self._error(
                 route,
@@ -404,9 +402,11 @@ class Gateway:
             return self._error(route, 400, str(exc), type="invalid_request_error", param=exc.field)
         started = anyio.current_time()
         try:
+            if session_id is None:
+                session_id = await self._default_session(scope, chat_request)
             reply = await self._turn(scope, session_id, chat_request)
         except _Upstream as exc:
-            headers = {SESSION_HEADER: session_id}
+            headers = {SESSION_HEADER: session_id} if session_id is not None else {}
             if exc.decision_id is not None:
                 headers[DECISION_HEADER] = exc.decision_id
             return self._error(
@@ -456,6 +456,35 @@ class Gateway:
             },
             headers=headers,
         )
+
+    async def _default_session(self, scope: Principal, req: ChatRequest) -> str:
+        """The session a call without ``X-Retold-Session`` continues or starts, claimed
+        before the principal's next resolution (see :mod:`retold.gateway._sessions`)."""
+        store = self.chat.store
+        lock = self._resolving.setdefault(scope, anyio.Lock())
+
+        def claimed(session_id: str) -> bool:
+            return (scope.tenant, scope.principal, session_id) in self._sessions
+
+        async with lock:
+            try:
+                with anyio.fail_after(self.config.turn_timeout_s):
+                    session_id = await anyio.to_thread.run_sync(
+                        resolve_session,
+                        store,
+                        scope,
+                        req.first_message,
+                        req.conversation,
+                        claimed,
+                        abandon_on_cancel=True,
+                    )
+            except TimeoutError:
+                log.warning("gateway_session_lookup_timed_out")
+                raise _Upstream(504, "The turn did not finish in time.", "timeout") from None
+            key = (scope.tenant, scope.principal, session_id)
+            if key not in self._sessions:
+                self._sessions[key] = _Session(last_seen=self._clock())
+        return session_id
 
     async def _turn(self, scope: Principal, session_id: str, req: ChatRequest) -> ChatReply:
         await self._await_ends(scope)

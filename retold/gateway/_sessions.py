@@ -1,0 +1,119 @@
+"""The session of a gateway call that names none (no ``X-Retold-Session`` header).
+
+An OpenAI client names no conversation: it resends the whole of it on every call. The
+gateway finds the conversation from what the client sends. The first message seeds a base
+id (``conv-`` and 16 hex digits of its sha256), and a call continues the session of that
+base whose stored user messages the client's earlier user messages continue. A
+conversation that continues none of them starts the base's next fork (``base``, then
+``base-2``, ``base-3``, ...), and the client's earlier messages are recorded in it as
+imported history. That is the case for:
+
+- a new chat that opens with the same words as an earlier one ("hi");
+- every chat of an app that opens with the same greeting;
+- a client that edited an earlier message, or retries a first call.
+
+Without forks these shared one session, and the model was sent the other chat's history
+as this one's.
+
+Matching reads user messages only, since a client may drop or reformat the assistant's. It
+compares them as stored (redacted); a stored message whose words an erasure or retention
+removed matches any. When several sessions match, the one that holds the most of the
+client's user messages wins, then the newest.
+
+Bounds: a call reads at most ``FORK_WINDOW`` sessions (the newest forks of its base) and
+finds how many forks exist in about 2·log2(forks) primary-key seeks. A conversation
+resumed after more than ``FORK_WINDOW`` newer chats opened the same way continues in a new
+fork: its history is recorded again there, and the model still sees all of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+from retold._records import Principal, Role, TranscriptTurn
+from retold._store import Store
+
+__all__ = ["FORK_WINDOW", "default_session_id", "fork_id", "resolve_session"]
+
+#: The newest forks of a base a continuing call compares.
+FORK_WINDOW = 16
+_MAX_FORKS = 1 << 24
+
+
+def default_session_id(first_message: str) -> str:
+    """The base session of a conversation that opens with ``first_message`` (its first fork)."""
+    return "conv-" + hashlib.sha256(first_message.encode("utf-8")).hexdigest()[:16]
+
+
+def fork_id(base: str, k: int) -> str:
+    """The ``k``-th fork of ``base`` (1: the base itself)."""
+    return base if k == 1 else f"{base}-{k}"
+
+
+def _fork_count(store: Store, scope: Principal, base: str) -> int:
+    """How many forks of ``base`` hold turns. Forks are started in order, so the count is
+    found by doubling, then bisecting, on the transcript's primary key."""
+
+    def exists(k: int) -> bool:
+        return bool(
+            store.query(
+                "SELECT 1 AS x FROM transcript_turns "
+                "WHERE tenant = ? AND principal = ? AND session_id = ? LIMIT 1",
+                [scope.tenant, scope.principal, fork_id(base, k)],
+            )
+        )
+
+    if not exists(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= _MAX_FORKS and exists(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # exists(lo), and not exists(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if exists(mid) else (lo, mid)
+    return lo
+
+
+def _held(stored: Sequence[TranscriptTurn], earlier: Sequence[str]) -> int | None:
+    """How many of the client's earlier user messages (``earlier``, redacted) the session
+    holds, when its user messages are where the client's begin; else None."""
+    users = [t.text for t in stored if t.role is Role.USER]
+    if not users or len(users) > len(earlier):
+        return None
+    if any(text and text != mine for text, mine in zip(users, earlier, strict=False)):
+        return None
+    return len(users)
+
+
+def resolve_session(
+    store: Store,
+    scope: Principal,
+    first_message: str,
+    conversation: Sequence[tuple[str, str]],
+    claimed: Callable[[str], bool],
+) -> str:
+    """The session a call without ``X-Retold-Session`` continues, or the fork it starts.
+
+    ``conversation`` is the client's earlier messages as ``(role, text)``; ``claimed``
+    says whether a session id is taken by a call still in flight (it may not have written
+    yet), so that two chats opening at once start two forks. Reads the store: run it in a
+    thread, under a lock that covers the principal's resolutions and claims.
+    """
+    base = default_session_id(first_message)
+    count = _fork_count(store, scope, base)
+    redact = store.redactor.for_tenant(scope.tenant).redact
+    earlier = [redact(text) for role, text in conversation if role == "user"]
+    if earlier:
+        best: tuple[int, str] | None = None
+        for k in range(count, max(0, count - FORK_WINDOW), -1):
+            session = fork_id(base, k)
+            held = _held(store.turns(scope, session), earlier)
+            if held is not None and (best is None or held > best[0]):
+                best = (held, session)
+        if best is not None:
+            return best[1]
+    k = count + 1
+    while claimed(fork_id(base, k)):
+        k += 1
+    return fork_id(base, k)
