@@ -4,7 +4,10 @@ A key is shown once, when :meth:`KeyFile.add` creates it; the file keeps its sha
 (for listing and revoking), the tenant and principal it authenticates as, and timestamps.
 The principal of a request comes from its key and nothing else. Writes go to a temporary
 file in the same directory and are renamed over the old one, so a crash never leaves a
-half-written file, and the file is created readable by its owner only.
+half-written file, and the file is created readable by its owner only. A change reads,
+changes and rewrites the file under an operating-system lock (``.<name>.lock`` beside it),
+so ``retold keys add`` run by several processes at once keeps every key; readers (the
+gateway) take no lock.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retold._errors import InvalidInputError
-from retold._files import write_private
+from retold._files import exclusive, write_private
 from retold._records import Principal
 
 __all__ = ["KEY_PREFIX", "ApiKeyEntry", "KeyFile", "hash_key"]
@@ -151,11 +155,14 @@ class KeyFile:
     # -- writing ------------------------------------------------------------------------
 
     def _write(self, doc: _KeysDocument) -> None:
-        directory = self.path.parent
-        if not directory.exists():
-            raise InvalidInputError("keys", f"directory {str(directory)!r} does not exist")
         text = json.dumps(doc.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
         write_private(self.path, text)
+
+    def _exclusive(self) -> AbstractContextManager[None]:
+        """The file's inter-process lock, for a read, change and rewrite."""
+        if not self.path.parent.exists():
+            raise InvalidInputError("keys", f"directory {str(self.path.parent)!r} does not exist")
+        return exclusive(self.path)
 
     def add(self, tenant: str, principal: str) -> tuple[str, ApiKeyEntry]:
         """Create a key for ``tenant``/``principal``; returns (the key, its entry).
@@ -164,6 +171,7 @@ class KeyFile:
 
         Raises:
             InvalidInputError: an empty tenant or principal, or an unreadable keys file.
+            RuntimeFailure: another process kept the file locked for 10 s.
         """
         try:
             scope = Principal(tenant=tenant, principal=principal)
@@ -171,7 +179,7 @@ class KeyFile:
             raise InvalidInputError.from_validation_error(exc) from exc
         key = KEY_PREFIX + self._token()
         digest = hash_key(key)
-        with self._lock:
+        with self._lock, self._exclusive():
             doc = self._read()
             entry = ApiKeyEntry(
                 id="key_" + digest[:12],
@@ -192,8 +200,9 @@ class KeyFile:
 
         Raises:
             InvalidInputError: no key has that id.
+            RuntimeFailure: another process kept the file locked for 10 s.
         """
-        with self._lock:
+        with self._lock, self._exclusive():
             doc = self._read()
             for index, entry in enumerate(doc.keys):
                 if entry.id == key_id:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -121,3 +124,47 @@ def test_lookup_follows_the_file_and_ignores_junk(tmp_path: Path) -> None:
     writer.revoke(entry.id)
     assert reader.lookup(key) is None
     assert reader.lookup("") is None and reader.lookup("x" * 10_000) is None
+
+
+def test_writers_in_several_processes_keep_every_key(tmp_path: Path) -> None:
+    """Key files changed at once by several processes (``retold keys add`` run in
+    parallel) and several KeyFile objects in one process lose no key and no revocation."""
+    path = tmp_path / "keys.json"
+    script = (
+        "import sys\n"
+        "from retold._keys import KeyFile\n"
+        "keys = KeyFile(sys.argv[1])\n"
+        "for i in range(15):\n"
+        "    print(keys.add('acme', f'{sys.argv[2]}-{i}')[0], flush=True)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(path), f"p{n}"], stdout=subprocess.PIPE, text=True
+        )
+        for n in range(4)
+    ]
+    printed: list[str] = []
+
+    def add(n: int) -> None:
+        mine = KeyFile(path)  # its own object: only the file lock orders the writers
+        for i in range(15):
+            key, entry = mine.add("acme", f"t{n}-{i}")
+            printed.append(key)
+            if i % 5 == 0:
+                mine.revoke(entry.id)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for proc in procs:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        printed += out.split()
+
+    entries = KeyFile(path).entries()
+    assert len(printed) == len(entries) == 4 * 15 + 3 * 15
+    assert {hash_key(k) for k in printed} == {e.sha256 for e in entries}
+    assert sum(e.revoked_at is not None for e in entries) == 3 * 3
+    assert stat.S_IMODE((tmp_path / ".keys.json.lock").stat().st_mode) == 0o600
