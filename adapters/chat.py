@@ -55,6 +55,7 @@ from retold._records import (
     UtcDatetime,
     scope_id,
 )
+from retold._retrieval import HybridRetriever
 from retold._store import Store, WriteTx
 from retold._tokens import TokenCounter, token_counter
 from retold._turn_input import check_chat_turn
@@ -569,10 +570,13 @@ class MemoryChat:
     # -- after the turn ---------------------------------------------------------------
 
     async def extract(self, scope: Principal, session_id: str) -> ExtractionResult | None:
-        """Extract records from the session's new turns, then evaluate them for activation.
+        """Extract records from the session's new turns, evaluate them for activation, and
+        bring retrieval's indexes up to date with them (names, and vectors with a
+        :class:`HybridRetriever`'s embedder), so the next turn's search does not do it.
 
         Run it after the response is returned (a background task or a batch the host
-        schedules); it is idempotent and safe to rerun after a crash.
+        schedules); it is idempotent and safe to rerun after a crash. A failure to index
+        is logged and left to the next search, which indexes what is missing.
         """
         if self.extractor is None:
             return None
@@ -583,6 +587,11 @@ class MemoryChat:
         if self.activation is not None:
             for record_id in result.written:
                 await self.activation.on_record_committed(scope, record_id)
+        if result.written and isinstance(self.retriever, HybridRetriever):
+            try:
+                await self.retriever.prepare(scope)
+            except Exception as exc:
+                log.warning("retrieval_prepare_failed", error=type(exc).__name__)
         return result
 
     async def forget(self, scope: Principal, session_id: str) -> None:

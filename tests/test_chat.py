@@ -20,10 +20,17 @@ from retold._audit import AuditLog
 from retold._config import UtilityAwareConfig
 from retold._extraction import OfflineExtractor
 from retold._retrieval import HybridRetriever
+from retold._vectors import vector_counts
 from retold.adapters import ChatMessage, OpenAIChatAdapter
 from retold.adapters.chat import MemoryChat
 from retold.policy.lexical import LexicalAdmissionJudge, LexicalGapPlanner
-from retold.testing import LoopbackServer, loopback_fixture, openai_chat, tool_call
+from retold.testing import (
+    HashingEmbedder,
+    LoopbackServer,
+    loopback_fixture,
+    openai_chat,
+    tool_call,
+)
 
 from .conftest import FixedClock
 
@@ -218,6 +225,43 @@ async def test_fact_from_session_one_is_used_in_session_three(
     [admitted] = [store.get(MAYA, rid) for rid in decision.admitted_ids]
     assert admitted is not None and admitted.evidence[0].session_id == "s1"
     assert len(AuditLog(store).decision_rows(tenant="acme", principal="maya")) == 3
+
+
+@pytest.mark.anyio
+async def test_session_end_indexes_its_records_for_the_next_turns_search(
+    store: SQLiteStore,
+) -> None:
+    """The records a session end writes are embedded (and their names indexed) then, off
+    the turn path: the next turn's search embeds none of them. An embedder that fails
+    there leaves the extraction's result standing; the next search embeds what is missing."""
+
+    class Failing(HashingEmbedder):
+        fail = False
+
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            if self.fail:
+                raise RuntimeError("embedding service down")
+            return await super().embed(texts)
+
+    embedder = Failing()
+    retriever = HybridRetriever(store, embedder=embedder)
+    chat = make_chat(store, extractor=OfflineExtractor(), retriever=retriever)
+    await chat.turn(MAYA, "s1", "My dentist is Dr. Ana Ribeiro in Porto. My cat is Pixel.")
+    result = await chat.end_session(MAYA, "s1")
+    assert result is not None and len(result.written) == 2
+    assert vector_counts(store, MAYA) == {embedder.model_id: 2}
+    calls = embedder.calls
+    await retriever.search(MAYA, "who is my dentist?")
+    assert embedder.calls == calls + 1  # the query only
+
+    embedder.fail = True
+    await chat.turn(MAYA, "s2", "My sister Ines lives in Braga.")
+    later = await chat.end_session(MAYA, "s2")
+    assert later is not None and len(later.written) == 1 and later.failure is None
+    assert vector_counts(store, MAYA) == {embedder.model_id: 2}
+    embedder.fail = False
+    await retriever.search(MAYA, "where does my sister live?")
+    assert vector_counts(store, MAYA) == {embedder.model_id: 3}
 
 
 @pytest.mark.anyio
