@@ -5,8 +5,9 @@ Start point: a string in memory. End points: (1) ``Redactor.redact`` returning, 
 directory: validation, redaction, the row, its FTS5 entry and its event, committed). Nothing
 is simulated. Inputs are the shapes that make backtracking detectors quadratic (long letter
 runs, ``eyJ-`` chains, ``a:`` and ``x://`` chains, repeated assignment names and stated
-openers, ``Bearer`` chains, card words before digit groups, PIN, seed-phrase and
-one-time-code openers, zero-width characters, a planted secret every 1,000 characters),
+openers, with and without a copula, ``Bearer`` chains, card words before digit groups, PIN,
+seed-phrase and one-time-code openers, zero-width characters, a planted secret every 1,000
+characters),
 each at several lengths; the report gives the time per length and the growth exponent
 between the two largest lengths (1.0 is linear, 2.0 quadratic). Timings depend on the
 machine; the exponent and the 100k-character add (the bar is < 2 s) are what to compare.
@@ -51,6 +52,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "assignment_names": _repeat('token="'),
     "aws_context": _repeat("aws key "),
     "stated_openers": _repeat("password for a b c is now "),
+    "bare_openers": _repeat("the a b password 1a1a1a1a1a"),
     "bearer_chain": _repeat("Bearer "),
     "card_digits": _repeat("card 4111 1111 "),
     "pin_openers": _repeat("pin for a b c is 12 "),

@@ -120,6 +120,21 @@ _CHANGED_TO = (
     r"(?i)\b(?:set|change|changed|reset|update|updated)\s++(?:(?:my|the|your|our)\s++)?"
     r"(?:[^\s:=]{1,30}+\s++)?" + _STATED_NAME + r"\s++to\s++"
 )
+# A possessive or "the", at most two words naming what it opens ("my wifi password", "the
+# router admin passcode"), the name, then the value with nothing between: "my wifi password
+# Sunflower88! stopped working". Without the copula, only a value shaped like a credential
+# counts: 6 to 64 characters holding a letter and a digit, or 6 to 12 digits; the words
+# that follow a name in prose ("manager", "reset", "2FA", "123") are none of those. A
+# sentence's closing punctuation after it is not part of it.
+_STATED_BARE = (
+    r"(?i)\b(?:my|our|your|his|her|their|the)\s++(?:[^\s:=\[\d]{1,30}+\s++){0,2}?"
+    r"(?:password|passphrase|passcode)\s++"
+)
+_BARE_VALUE = (
+    r"((?=[^\s\"']{0,63}\d)(?=[^\s\"']{0,63}[A-Za-z])[^\s\"']{5,63}[^\s\"'.,;:?)]"
+    r"(?=[.,;:?)]*+(?:\s|$))"
+    r"|\d{6,12}+(?![^\s.,;!?]))"
+)
 # Quoted, the value runs to its closing quote (a passphrase has spaces); bare, to the
 # first space.
 _STATED_VALUE = r"(\"[^\"\n]{3,}+\"|'[^'\n]{3,}+'|[\"']?+[^\s\"']{3,}+)"
@@ -430,6 +445,12 @@ _DETECTORS: tuple[_Detector, ...] = (
         "stated_password",
         _STATED_ELSEWHERE + _NOT_REDACTED + _STATED_VALUE,
         _ELSEWHERE_ANCHORS,
+        1,
+    ),
+    _d(
+        "stated_password",
+        _STATED_BARE + _NOT_REDACTED + _BARE_VALUE,
+        ("password", "passphrase", "passcode"),
         1,
     ),
     _d(

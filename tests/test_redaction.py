@@ -232,6 +232,8 @@ _ADVERSARIAL_PIECES = [
     "password for a b c d ",
     " now",
     "set my x password ",
+    "the a b passcode ",
+    "1a2b3c",
     "Bearer ",
     "_API_KEY",
 ]
@@ -425,12 +427,15 @@ def test_redacting_chained_anchors_reaches_a_fixpoint(pieces: list[str]) -> None
         "recovery key: Zx9Qw8Er7Ty6Ui5O",
         "login: maya / pw: Zx9Qw8Er7Ty6Ui5O",
         "psw=Zx9Qw8Er7Ty6Ui5O",
+        "my wifi password Zx9Qw8Er7Ty6Ui5O stopped working",
+        "Try the router admin passcode Zx9Qw8Er7Ty6Ui5O.",
+        "their password Zx9Qw8Er7Ty6Ui5O, I think",
     ],
 )
 def test_secrets_as_people_paste_or_say_them(text: str) -> None:
     """Environment variables with a prefix, names with a space, bearer headers, and a
-    password stated with what it opens, a colon, "now" or "set to": the value goes, and
-    redacting again changes nothing."""
+    password stated with what it opens, a colon, "now" or "set to", or right after its
+    name: the value goes, and redacting again changes nothing."""
     r = Redactor(b"k" * 32)
     out = r.redact(text)
     assert "Zx9Qw8Er7Ty6Ui5O" not in out and r.redact(out) == out
@@ -478,6 +483,14 @@ def test_a_password_stated_in_another_language_is_redacted(text: str) -> None:
         "The Bearer 2024 report is out",
         "I use a password manager for the family.",
         "I forgot my password again",
+        "my password manager is great",
+        "the password reset link expired",
+        "your password must have 8 characters",
+        "reset the password 3 times",
+        "the password 2FA setup",
+        "the password 1234 is weak",
+        "the password change on 2024-05-01",
+        "the passcode rules since 2019",
         "Set the api key to the new one",
         "the token ring network",
         "Ich habe mein Passwort vergessen.",
@@ -603,3 +616,20 @@ def test_a_secret_a_longer_span_hid_is_redacted_in_the_same_call() -> None:
     out = r.redact("xoxb-token=https://u:p@ xoxb-token=https://u:p@ ")
     assert r.redact(out) == out
     assert "[REDACTED:assigned_secret-" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("my wifi password Sunflower88! stopped working", "stopped working"),
+        ("the password 483920 works", " works"),
+        ("Try the password abc12345, ok", ", ok"),
+        ("our router admin password Hx7wq2Lp.", "."),
+    ],
+)
+def test_a_password_right_after_its_name_goes_and_the_sentence_stays(text: str, kept: str) -> None:
+    """Without "is" or a colon, a credential-shaped value right after the name is the
+    secret: it goes whole ("!" included), the punctuation that closes the sentence stays."""
+    out = Redactor(b"k" * 32).redact(text)
+    assert out.count("[REDACTED:stated_password-") == 1 and out.endswith(kept)
+    assert not any(ch.isdigit() for ch in out.split("[REDACTED:")[0])
