@@ -18,9 +18,18 @@ Not copied: the name indexes the store derives from the records (entity and rela
 names, the lexical index's bookkeeping): the destination indexes each record's text as it
 is written and rebuilds the names on each principal's first search (or ahead of it,
 :meth:`~retold.HybridRetriever.prepare`), as it does for records written by any other
-process. Nor is the source's redaction key: rows arrive already redacted, pass the
-destination's redaction gate again (which changes nothing it already redacted) and secrets
-written later get the destination's placeholders.
+process.
+
+Rows arrive already redacted and pass the destination's redaction gate again, which changes
+nothing already redacted. A whole-store copy also carries the source's redaction key over,
+when both stores keep theirs in the database (neither was opened with a
+``redaction_key``): a secret written after the move gets the same placeholder as before it.
+That matters for more than reading: an idempotency key holding a secret still matches, and
+a gateway client's resent message holding one is still found in its session. Open the
+destination in other processes only after the copy; they read the key when they open it.
+A one-tenant copy (whose destination may hold other tenants, redacted with its key) or a
+store opened with a host's key keeps the destination's key: later secrets then get the
+destination's placeholders, and a host's key is never written into a database.
 
 Everything is written in one transaction of the destination, read in one transaction of
 the source: a failure leaves the destination as it was, and what is copied is one
@@ -41,6 +50,7 @@ import structlog
 from ._components import COMPONENT_MIGRATIONS
 from ._errors import InvalidInputError
 from ._records import Principal, RowCounts, scope_id
+from ._redaction import Redactor
 from ._store import Store, WriteTx
 
 __all__ = ["StoreCopy", "copy_store"]
@@ -137,11 +147,17 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
     for component, migrations in COMPONENT_MIGRATIONS.items():
         destination.ensure_schema(component, migrations)
     counts = dict.fromkeys((t.name for t in _TABLES), 0)
+    adopt = tenant is None and source.keeps_redaction_key and destination.keeps_redaction_key
+    carried: bytes | None = None  # the source's redaction key, once written to the destination
     with source.write() as r, destination.write() as w:
         if source.dialect == "postgresql":
             # Every read sees one snapshot (a SQLite write transaction already does).
             r.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         _check_empty(w, tenant)
+        if adopt:
+            rows = r.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
+            carried = bytes.fromhex(str(rows[0]["value"]))
+            destination._keep_key(w, carried)  # type: ignore[attr-defined]
         scopes: set[Principal] = set()
         for table in _TABLES:
             if table.component not in present or (tenant is not None and not table.where_tenant):
@@ -166,7 +182,9 @@ def copy_store(source: Store, destination: Store, *, tenant: str | None = None) 
                 counts[table.name] += len(rows)
                 if len(rows) < _BATCH:
                     break
-    log.info("store_copied", tenant=tenant, **counts)
+    if carried is not None:
+        destination.redactor = Redactor(carried)  # type: ignore[misc]
+    log.info("store_copied", tenant=tenant, redaction_key_copied=carried is not None, **counts)
     return StoreCopy(counts=counts, tenant=tenant)
 
 

@@ -486,6 +486,12 @@ class Store(Protocol):
     def redactor(self) -> Redactor: ...
 
     @property
+    def keeps_redaction_key(self) -> bool:
+        """Whether the redaction key is the one kept in the database (the store was opened
+        without a ``redaction_key``)."""
+        ...
+
+    @property
     def location(self) -> str | None:
         """What ``--db`` opens this store from the command line (never with a password);
         None for an in-memory store."""
@@ -639,6 +645,7 @@ class _SharedStoreOps:
     _clock: Clock
     _new_id: Callable[[], str]
     redactor: Redactor
+    keeps_redaction_key: bool
     #: Appended to a record read inside a write that is about to change it.
     _row_lock = ""
 
@@ -1286,6 +1293,7 @@ class SQLiteStore(_SharedStoreOps):
         self._conn = conn
         self.ensure_schema("core", _CORE_MIGRATIONS)
         self.redactor = Redactor(redaction_key or self._stored_key())
+        self.keeps_redaction_key = redaction_key is None
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -1650,6 +1658,13 @@ class SQLiteStore(_SharedStoreOps):
             except sqlite3.DatabaseError as exc:
                 problems.append(f"records_fts: {exc}")
         return problems
+
+    def _keep_key(self, w: WriteTx, key: bytes) -> None:
+        """Inside ``w``: make ``key`` the redaction key kept in this database (the redactor
+        in use changes once ``w`` commits, by the caller; bound as is, not redacted)."""
+        self._conn.execute(
+            "UPDATE retold_meta SET value = ? WHERE key = 'redaction_key'", [key.hex()]
+        )
 
     def _stored_key(self) -> bytes:
         with self._lock:

@@ -492,6 +492,7 @@ class PostgresStore(_SharedStoreOps):
                 self._create_schema(schema)
             self.ensure_schema("core", _CORE_MIGRATIONS)
             self.redactor = Redactor(redaction_key or self._stored_key())
+            self.keeps_redaction_key = redaction_key is None
         except BaseException:
             self._pool.close()
             raise
@@ -686,6 +687,13 @@ class PostgresStore(_SharedStoreOps):
                     f"{exc.__cause__ or exc} (is its DDL in the portable subset adapt_ddl "
                     "spells for PostgreSQL?)"
                 ) from exc.__cause__
+
+    def _keep_key(self, w: Any, key: bytes) -> None:
+        """Inside ``w``: make ``key`` the redaction key kept in this database (the redactor
+        in use changes once ``w`` commits, by the caller; bound as is, not redacted)."""
+        w._conn.execute(
+            "UPDATE retold_meta SET value = %s WHERE key = 'redaction_key'", [key.hex()]
+        )
 
     def _stored_key(self) -> bytes:
         with self.write() as w:

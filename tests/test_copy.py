@@ -190,6 +190,62 @@ async def test_a_tenant_copy_takes_that_tenants_rows_only(
     source.close()
 
 
+SECRET = "my wifi password is Zx9Qw8Er7Ty6Ui5O"
+
+
+def _kept_key(store: Store) -> str | None:
+    """The redaction key kept in the database (None: the store was opened with a host's)."""
+    rows = store.query("SELECT value FROM retold_meta WHERE key = 'redaction_key'")
+    return str(rows[0]["value"]) if rows else None
+
+
+async def test_a_whole_store_copy_keeps_the_sources_secret_placeholders(
+    tmp_path: Path, clock: FixedClock, destination: Store
+) -> None:
+    """The source's redaction key comes along: the same secret written after the move gets
+    the placeholder it had before, and an idempotency key holding it still matches."""
+    source = SQLiteStore(tmp_path / "from.db", clock=clock)
+    before = source.add(MAYA, RecordDraft(text=SECRET, idempotency_key=f"note {SECRET}"))
+    assert "Zx9Qw8Er7Ty6Ui5O" not in before.text
+    assert _kept_key(destination) != _kept_key(source)
+
+    copy_store(source, destination)
+
+    assert _kept_key(destination) == _kept_key(source)
+    assert destination.add(EVE, RecordDraft(text=SECRET)).text == before.text
+    again = destination.add(MAYA, RecordDraft(text=SECRET, idempotency_key=f"note {SECRET}"))
+    assert again.id == before.id
+    source.close()
+
+
+async def test_a_tenant_copy_or_a_hosts_key_keeps_the_destinations_key(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """A one-tenant copy keeps the destination's key (it may hold other tenants); a store
+    opened with a host's key neither gives it away nor takes another."""
+    host_key = b"h" * 32
+    keyed = SQLiteStore(tmp_path / "keyed.db", clock=clock, redaction_key=host_key)
+    plain = SQLiteStore(tmp_path / "plain.db", clock=clock)
+    for store in (keyed, plain):
+        store.add(MAYA, RecordDraft(text=SECRET))
+    into_keyed = SQLiteStore(tmp_path / "into-keyed.db", clock=clock, redaction_key=b"d" * 32)
+    stores = {
+        "from a host's key": (keyed, SQLiteStore(tmp_path / "a.db", clock=clock), None),
+        "into a host's key": (plain, into_keyed, None),
+        "one tenant": (plain, SQLiteStore(tmp_path / "b.db", clock=clock), "acme"),
+    }
+    for why, (source, to, tenant) in stores.items():
+        kept = _kept_key(to)
+        placeholder = to.redactor.for_tenant("acme").redact(SECRET)
+        copy_store(source, to, tenant=tenant)
+        assert _kept_key(to) == kept, why
+        assert to.add(EVE, RecordDraft(text=SECRET)).text == placeholder, why
+        assert host_key.hex() not in json.dumps(to.query("SELECT * FROM retold_meta")), why
+        to.close()
+    keyed.close()
+    plain.close()
+
+
 async def test_a_copy_into_a_store_with_memory_or_into_itself_writes_nothing(
     tmp_path: Path, clock: FixedClock, destination: Store
 ) -> None:
