@@ -63,6 +63,7 @@ from retold._policies import (
     ReasonCode,
 )
 from retold._records import EpistemicState, ProfileBlock, Record
+from retold._text_caches import register as register_text_cache
 from retold._typing import Embedder
 
 from .lexical import (
@@ -173,6 +174,11 @@ class CachedEmbedder:
         self.inner = inner
         self.max_entries = max_entries
         self._cache: dict[str, list[float]] = {}
+        register_text_cache(self)  # its keys are people's words: an erasure empties it
+
+    def clear_text_cache(self) -> None:
+        """Forget every text's vector."""
+        self._cache = {}
 
     @property
     def model_id(self) -> str:
@@ -183,8 +189,10 @@ class CachedEmbedder:
         return self.inner.dimensions
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        # No lock: two concurrent callers may embed the same text twice, with the same result.
-        found = {t: self._cache[t] for t in texts if t in self._cache}
+        # No lock: two concurrent callers may embed the same text twice, with the same result
+        # (and an erasure may swap the dict out meanwhile: this call keeps the one it read).
+        cache = self._cache
+        found = {t: cache[t] for t in texts if t in cache}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
             vectors = await self.inner.embed(missing)
@@ -196,9 +204,9 @@ class CachedEmbedder:
             for text, vector in zip(missing, vectors, strict=True):
                 # Rounded: a text's vector must not depend on the batch it came in.
                 found[text] = [round(float(x), _DIGITS) for x in vector]
-                while len(self._cache) >= self.max_entries:
-                    self._cache.pop(next(iter(self._cache)))
-                self._cache[text] = found[text]
+                while len(cache) >= self.max_entries:
+                    cache.pop(next(iter(cache)))
+                cache[text] = found[text]
         return [found[t] for t in texts]
 
 

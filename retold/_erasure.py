@@ -24,7 +24,9 @@ its cell centroids are means of the principal's vectors (a small cell's centroid
 record's vector), so the cells are deleted and the index is reset to untrained, with its
 generation moved so that no process's cache serves a cell it read before. Once the
 transaction commits, this process's own caches of the scope (vector cells, retrieval's
-speaker names, shared record objects) are dropped too.
+speaker names, shared record objects) are dropped too, and so is every cache keyed by
+people's words (:mod:`retold._text_caches`: the redactor's clean strings, the ``local``
+bundle's embeddings), which cannot tell whose words they hold.
 
 This module sits above the store and every component whose tables it erases (the store
 does not know their tables); nothing below imports it.
@@ -40,6 +42,7 @@ from ._records import Principal, RowCounts
 from ._retrieval import forget_scope_stats
 from ._retrieval_sql import retrieval_sql
 from ._store import Store, _record_from_values
+from ._text_caches import clear_text_caches
 from ._vectors import forget_scope
 
 log = structlog.get_logger("retold.erasure")
@@ -169,5 +172,6 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     forget_scope(store, scope)
     forget_scope_stats(store, scope)
     _record_from_values.cache_clear()
+    clear_text_caches()
     log.info("principal_erased", tenant=scope.tenant, **counts)
     return Erasure(tenant=scope.tenant, principal=scope.principal, counts=counts)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._text_caches import register
+
 __all__ = [
     "DETECTOR_FAMILIES",
     "Redactor",
@@ -694,8 +696,14 @@ class Redactor:
         self._tenants: dict[str, Redactor] = {}
         # Short strings already found to hold no secret (codes, ids, policy names repeat on
         # every audit row): redacting them again would find nothing again. Strings with a
-        # secret are never kept, so the set holds no secret.
+        # secret are never kept, so the set holds no secret; it may hold a person's short
+        # message, so an erasure empties it (:mod:`retold._text_caches`).
         self._clean: set[str] = set()
+        register(self)
+
+    def clear_text_cache(self) -> None:
+        """Forget the strings found clean (a tenant's redactor registers on its own)."""
+        self._clean = set()
 
     def for_tenant(self, tenant: str) -> Redactor:
         """The redactor of one tenant: same detectors, a key derived for that tenant."""

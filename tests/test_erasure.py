@@ -518,3 +518,23 @@ def test_memory_erase_needs_yes_and_reports_counts(
     # A missing database is an error, not a new empty file.
     assert main(["memory", "erase", "--db", str(tmp_path / "none.db"), *scope, "--yes"]) == 2
     assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.anyio
+async def test_erasure_empties_the_caches_keyed_by_peoples_words(any_store: Store) -> None:
+    """The redactor's clean strings and the local bundle's cached embeddings hold texts as
+    keys; an erasure cannot tell whose, so it empties them (the next use computes again)."""
+    from retold.policy.local import CachedEmbedder
+    from retold.testing import HashingEmbedder
+
+    words = f"My dentist is Dr. {WORDS[MAYA]}."
+    redactor = any_store.redactor.for_tenant(MAYA.tenant)
+    assert redactor.redact(words) == words
+    embedder = CachedEmbedder(HashingEmbedder())
+    vector = (await embedder.embed([words]))[0]
+    assert words in redactor._clean and words in embedder._cache
+
+    erase_principal(any_store, MAYA)
+
+    assert words not in redactor._clean and words not in embedder._cache
+    assert redactor.redact(words) == words and (await embedder.embed([words]))[0] == vector
