@@ -348,11 +348,11 @@ def test_resolve_session_forks_past_claims_and_compares_the_newest_forks(
                 ),
             )
 
-    def resolve(*users: str, claimed: frozenset[str] = frozenset()) -> str:
+    def resolve(*users: str, turn: str = "next", claimed: frozenset[str] = frozenset()) -> str:
         conversation = [
             (role, text) for u in users for role, text in (("user", u), ("assistant", "x"))
         ]
-        return resolve_session(store, ALICE, "hi", conversation, claimed.__contains__)
+        return resolve_session(store, ALICE, "hi", conversation, turn, claimed.__contains__)
 
     assert resolve() == base
     assert resolve(claimed=frozenset({base})) == f"{base}-2"
@@ -369,6 +369,57 @@ def test_resolve_session_forks_past_claims_and_compares_the_newest_forks(
     assert resolve("hi", "cats") == f"{base}-{3 + FORK_WINDOW}"
     assert resolve("hi", f"topic {2 + FORK_WINDOW}") == f"{base}-{2 + FORK_WINDOW}"
     store.close()
+
+
+def test_a_turn_sent_again_after_it_failed_continues_its_session(tmp_path: Path) -> None:
+    """A failed turn leaves its user message unanswered; the same turn sent again (by the
+    client, or its SDK's retry) continues the session, and so does the next call, whose
+    history holds that message once; another turn after the failure forks."""
+    store = SQLiteStore(tmp_path / "s.db")
+    base = default_session_id("hi")
+
+    def write(*turns: tuple[Role, str]) -> None:
+        start = store.next_turn_index(ALICE, base)
+        for i, (role, text) in enumerate(turns, start=start):
+            turn = TranscriptTurn(session_id=base, turn_index=i, role=role, text=text, time=NOW)
+            store.add_turn(ALICE, turn)
+
+    def resolve(earlier: list[str], turn: str) -> str:
+        conversation = [(r, t) for u in earlier for r, t in (("user", u), ("assistant", "x"))]
+        return resolve_session(store, ALICE, "hi", conversation, turn, lambda _: False)
+
+    write((Role.USER, "hi"), (Role.ASSISTANT, "hello"), (Role.USER, "cats?"))  # it failed
+    assert resolve(["hi"], "cats?") == base
+    assert resolve(["hi"], "dogs?") == f"{base}-2"
+    write((Role.USER, "cats?"), (Role.ASSISTANT, "cats!"))  # the retry, answered
+    assert resolve(["hi", "cats?"], "more?") == base
+    assert resolve([], "hi") == f"{base}-2"  # a new chat that opens the same way
+    store.close()
+
+
+async def test_the_sdks_retry_of_a_failed_call_stays_in_its_session(env: Env) -> None:
+    """The upstream fails a call (502): the openai SDK's automatic retry, and the calls
+    after it, stay in the conversation's session."""
+    history: list[dict[str, str]] = []
+    async with env.client(env.alice) as client:
+        first = await _chat(client, history, "hi")
+        env.upstream.chat_completions.push(*[Reply.error(500) for _ in range(3)])
+        retrying = client.with_options(max_retries=1)
+        history.append({"role": "user", "content": "cats?"})
+        raw = await retrying.chat.completions.with_raw_response.create(
+            model="m",
+            messages=history,  # type: ignore[arg-type]
+        )
+        history.append(
+            {"role": "assistant", "content": raw.parse().choices[0].message.content or ""}
+        )
+        assert raw.headers[SESSION_HEADER] == first
+        assert await _chat(client, history, "more?") == first
+    users = [t.text for t in env.store.turns(ALICE, first) if t.role is Role.USER]
+    assert users == ["hi", "cats?", "cats?", "more?"]
+    assert [r["session_id"] for r in AuditLog(env.store).decision_rows(principal="alice")] == [
+        first
+    ] * 4
 
 
 async def test_imported_history_is_recorded_before_the_turn(env: Env) -> None:

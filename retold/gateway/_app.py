@@ -475,6 +475,7 @@ class Gateway:
                         scope,
                         req.first_message,
                         req.conversation,
+                        req.turn,
                         claimed,
                         abandon_on_cancel=True,
                     )

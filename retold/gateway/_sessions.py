@@ -17,8 +17,10 @@ as this one's.
 
 Matching reads user messages only, since a client may drop or reformat the assistant's. It
 compares them as stored (redacted); a stored message whose words an erasure or retention
-removed matches any. When several sessions match, the one that holds the most of the
-client's user messages wins, then the newest.
+removed matches any. A turn that failed (its user message stored, no answer) may be sent
+again, by the client or by its SDK's automatic retry, and continues its session. When
+several sessions match, the one that holds the most of the client's user messages wins,
+then the newest.
 
 Bounds: a call reads at most ``FORK_WINDOW`` sessions (the newest forks of its base) and
 finds how many forks exist in about 2·log2(forks) primary-key seeks. A conversation
@@ -75,13 +77,29 @@ def _fork_count(store: Store, scope: Principal, base: str) -> int:
     return lo
 
 
-def _held(stored: Sequence[TranscriptTurn], earlier: Sequence[str]) -> int | None:
-    """How many of the client's earlier user messages (``earlier``, redacted) the session
-    holds, when its user messages are where the client's begin; else None."""
-    users = [t.text for t in stored if t.role is Role.USER]
-    if not users or len(users) > len(earlier):
+def _held(stored: Sequence[TranscriptTurn], earlier: Sequence[str], turn: str) -> int | None:
+    """How many of the client's user messages the session holds, when its user messages
+    are where the client's begin; else None. ``earlier`` and ``turn`` are redacted.
+
+    A turn that failed left its user message unanswered: the client (or its SDK) sends it
+    again as its turn, so a session whose last user message is unanswered may hold the
+    call's ``turn`` too, and a user message followed by the same one (the failed try, then
+    the retry) counts once.
+    """
+    users: list[str] = []
+    answered = True
+    for t in stored:
+        if t.role is Role.USER:
+            if not answered and users and users[-1] == t.text:
+                continue  # the retry of a turn that failed
+            users.append(t.text)
+            answered = False
+        elif t.role is Role.ASSISTANT:
+            answered = True
+    mine = [*earlier] if answered else [*earlier, turn]
+    if not users or len(users) > len(mine):
         return None
-    if any(text and text != mine for text, mine in zip(users, earlier, strict=False)):
+    if any(text and text != said for text, said in zip(users, mine, strict=False)):
         return None
     return len(users)
 
@@ -91,11 +109,13 @@ def resolve_session(
     scope: Principal,
     first_message: str,
     conversation: Sequence[tuple[str, str]],
+    turn: str,
     claimed: Callable[[str], bool],
 ) -> str:
     """The session a call without ``X-Retold-Session`` continues, or the fork it starts.
 
-    ``conversation`` is the client's earlier messages as ``(role, text)``; ``claimed``
+    ``conversation`` is the client's earlier messages as ``(role, text)`` and ``turn`` its
+    last user message; ``claimed``
     says whether a session id is taken by a call still in flight (it may not have written
     yet), so that two chats opening at once start two forks. Reads the store: run it in a
     thread, under a lock that covers the principal's resolutions and claims.
@@ -104,11 +124,12 @@ def resolve_session(
     count = _fork_count(store, scope, base)
     redact = store.redactor.for_tenant(scope.tenant).redact
     earlier = [redact(text) for role, text in conversation if role == "user"]
-    if earlier:
+    said = redact(turn)
+    if count:
         best: tuple[int, str] | None = None
         for k in range(count, max(0, count - FORK_WINDOW), -1):
             session = fork_id(base, k)
-            held = _held(store.turns(scope, session), earlier)
+            held = _held(store.turns(scope, session), earlier, said)
             if held is not None and (best is None or held > best[0]):
                 best = (held, session)
         if best is not None:
