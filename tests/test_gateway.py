@@ -397,6 +397,35 @@ def test_a_turn_sent_again_after_it_failed_continues_its_session(tmp_path: Path)
     store.close()
 
 
+def test_a_client_that_drops_the_middle_of_its_history_continues_its_session(
+    tmp_path: Path,
+) -> None:
+    """A client that keeps its first messages and its latest ones continues its session;
+    another chat that happens to end on the same message as it stays in its own, which it
+    continues whole."""
+    store = SQLiteStore(tmp_path / "s.db")
+    base = default_session_id("hi")
+
+    def write(session: str, *users: str) -> None:
+        for i, text in enumerate(users):
+            for j, (role, said) in enumerate(((Role.USER, text), (Role.ASSISTANT, "ok"))):
+                turn = TranscriptTurn(
+                    session_id=session, turn_index=2 * i + j, role=role, text=said, time=NOW
+                )
+                store.add_turn(ALICE, turn)
+
+    def resolve(*earlier: str) -> str:
+        conversation = [(r, t) for u in earlier for r, t in (("user", u), ("assistant", "x"))]
+        return resolve_session(store, ALICE, "hi", conversation, "next", lambda _: False)
+
+    write(base, "hi", "thanks")
+    write(f"{base}-2", "hi", "plan a trip", "to Oslo", "in May", "thanks")
+    assert resolve("hi", "in May", "thanks") == f"{base}-2"  # the middle dropped
+    assert resolve("hi", "to Oslo", "in May") == f"{base}-3"  # ends elsewhere: another chat
+    assert resolve("hi", "thanks") == base  # continued whole beats the newer, dropped-middle
+    store.close()
+
+
 async def test_the_sdks_retry_of_a_failed_call_stays_in_its_session(env: Env) -> None:
     """The upstream fails a call (502): the openai SDK's automatic retry, and the calls
     after it, stay in the conversation's session."""

@@ -17,10 +17,12 @@ as this one's.
 
 Matching reads user messages only, since a client may drop or reformat the assistant's. It
 compares them as stored (redacted); a stored message whose words an erasure or retention
-removed matches any. A turn that failed (its user message stored, no answer) may be sent
-again, by the client or by its SDK's automatic retry, and continues its session. When
-several sessions match, the one that holds the most of the client's user messages wins,
-then the newest.
+removed matches any. A client that drops messages from the middle of its history (keeping
+the first and the latest) continues its session too. A turn that failed (its user message
+stored, no answer) may be sent again, by the client or by its SDK's automatic retry, and
+continues its session. When several sessions match, one the client continues whole wins
+over one it continues with messages dropped, then the one that holds the most of the
+client's user messages, then the newest.
 
 Bounds: a call reads at most ``FORK_WINDOW`` sessions (the newest forks of its base) and
 finds how many forks exist in about 2·log2(forks) primary-key seeks. A conversation
@@ -77,9 +79,17 @@ def _fork_count(store: Store, scope: Principal, base: str) -> int:
     return lo
 
 
-def _held(stored: Sequence[TranscriptTurn], earlier: Sequence[str], turn: str) -> int | None:
-    """How many of the client's user messages the session holds, when its user messages
-    are where the client's begin; else None. ``earlier`` and ``turn`` are redacted.
+def _held(
+    stored: Sequence[TranscriptTurn], earlier: Sequence[str], turn: str
+) -> tuple[bool, int] | None:
+    """Whether the client's conversation continues the session's whole (not with messages
+    dropped), and how many of the client's user messages the session holds; None when it
+    does not continue it. ``earlier`` and ``turn`` are redacted.
+
+    It continues it when the session's user messages are where the client's begin, or
+    when the client dropped some from the middle of its history (a client that keeps the
+    first messages and the latest ones): the client's are then, in order, among the
+    session's, and both end with the same one.
 
     A turn that failed left its user message unanswered: the client (or its SDK) sends it
     again as its turn, so a session whose last user message is unanswered may hold the
@@ -97,11 +107,32 @@ def _held(stored: Sequence[TranscriptTurn], earlier: Sequence[str], turn: str) -
         elif t.role is Role.ASSISTANT:
             answered = True
     mine = [*earlier] if answered else [*earlier, turn]
-    if not users or len(users) > len(mine):
+    if not users or not mine:
         return None
-    if any(text and text != said for text, said in zip(users, mine, strict=False)):
-        return None
-    return len(users)
+    if len(users) <= len(mine):
+        if all(_same(text, said) for text, said in zip(users, mine, strict=False)):
+            return True, len(users)
+    elif _same(users[-1], mine[-1]) and _among(mine, users):
+        return False, len(mine)
+    return None
+
+
+def _same(stored: str, said: str) -> bool:
+    """Whether a stored user message is the client's (a blank one, whose words an erasure
+    or retention removed, is any)."""
+    return not stored or stored == said
+
+
+def _among(mine: Sequence[str], users: Sequence[str]) -> bool:
+    """Whether the client's messages are, in order, among the session's."""
+    at = 0
+    for said in mine:
+        while at < len(users) and not _same(users[at], said):
+            at += 1
+        if at == len(users):
+            return False
+        at += 1
+    return True
 
 
 def resolve_session(
@@ -126,7 +157,7 @@ def resolve_session(
     earlier = [redact(text) for role, text in conversation if role == "user"]
     said = redact(turn)
     if count:
-        best: tuple[int, str] | None = None
+        best: tuple[tuple[bool, int], str] | None = None
         for k in range(count, max(0, count - FORK_WINDOW), -1):
             session = fork_id(base, k)
             held = _held(store.turns(scope, session), earlier, said)
