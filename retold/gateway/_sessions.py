@@ -146,10 +146,10 @@ def resolve_session(
     """The session a call without ``X-Retold-Session`` continues, or the fork it starts.
 
     ``conversation`` is the client's earlier messages as ``(role, text)`` and ``turn`` its
-    last user message; ``claimed``
-    says whether a session id is taken by a call still in flight (it may not have written
-    yet), so that two chats opening at once start two forks. Reads the store: run it in a
-    thread, under a lock that covers the principal's resolutions and claims.
+    last user message; ``claimed`` says whether a session id is taken by a call still in
+    flight (it may not have written yet), so that two chats opening at once start two
+    forks. Reads the store: run it in a thread, under a lock that covers the principal's
+    resolutions and claims.
     """
     base = default_session_id(first_message)
     count = _fork_count(store, scope, base)
