@@ -274,6 +274,7 @@ async def test_chats_that_open_the_same_way_get_sessions_of_their_own(env: Env) 
         assert await _chat(client, second, "and you?") == b
         assert "Zorro" not in str(_sent(env))
     assert a == default_session_id("hi") and b == f"{a}-2"
+    assert len(env.gateway._resolving) == 0  # a principal's lock lives while it is held
     assert [t.text for t in env.store.turns(ALICE, b) if t.role.value == "user"] == [
         "hi",
         "and you?",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -144,8 +145,11 @@ class Gateway:
             rate=config.rate_limit_rps, burst=config.rate_limit_burst, clock=clock
         )
         self._sessions: dict[tuple[str, str, str], _Session] = {}
-        # One default-session resolution (and claim) at a time per principal.
-        self._resolving: dict[Principal, anyio.Lock] = {}
+        # One default-session resolution (and claim) at a time per principal; a lock lives
+        # while a resolution holds it, so the map does not grow with every principal served.
+        self._resolving: weakref.WeakValueDictionary[Principal, anyio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._pending: dict[Principal, _Pending] = {}
         self._tg: TaskGroup | None = None
         self.app = Starlette(
@@ -461,7 +465,9 @@ class Gateway:
         """The session a call without ``X-Retold-Session`` continues or starts, claimed
         before the principal's next resolution (see :mod:`retold.gateway._sessions`)."""
         store = self.chat.store
-        lock = self._resolving.setdefault(scope, anyio.Lock())
+        lock = self._resolving.get(scope)
+        if lock is None:
+            lock = self._resolving[scope] = anyio.Lock()
 
         def claimed(session_id: str) -> bool:
             return (scope.tenant, scope.principal, session_id) in self._sessions
