@@ -285,8 +285,9 @@ async def test_chats_that_open_the_same_way_get_sessions_of_their_own(env: Env) 
 async def test_every_chat_of_an_app_with_a_fixed_greeting_is_a_session_of_its_own(
     env: Env,
 ) -> None:
-    """An app opens every chat with the same assistant greeting: each chat is a session,
-    found again by the user's messages, and the greeting is recorded in each."""
+    """An app opens every chat with the same assistant greeting: each chat is a session
+    seeded by its first user message (not a fork of the greeting's), found again by the
+    user's messages, and the greeting is recorded in each."""
     greeting = {"role": "assistant", "content": "Hello! How can I help?"}
     chats: list[list[dict[str, str]]] = [[dict(greeting)], [dict(greeting)]]
     async with env.client(env.alice) as client:
@@ -296,7 +297,10 @@ async def test_every_chat_of_an_app_with_a_fixed_greeting_is_a_session_of_its_ow
         assert "bike" not in str(_sent(env))
         assert await _chat(client, chats[1], "the chain") == two
         assert "Oslo" not in str(_sent(env))
-    assert one != two
+    assert (one, two) == (
+        default_session_id("plan my trip to Oslo"),
+        default_session_id("fix my bike"),
+    )
     texts = [t.text for t in env.store.turns(ALICE, two)]
     assert texts == [greeting["content"], "fix my bike", "echo: fix my bike", "the chain",
                      "echo: the chain"]  # fmt: skip

@@ -7,7 +7,7 @@ once, and answers in OpenAI's wire format (JSON, or server-sent events with ``st
 
 Sessions: header ``X-Retold-Session`` names the conversation. Without it the gateway finds
 the session from the conversation itself (:mod:`retold.gateway._sessions`): ``conv-`` plus
-16 hex digits of the sha256 of its first message, forked (``-2``, ``-3``, ...) for each
+16 hex digits of the sha256 of its first user message, forked (``-2``, ``-3``, ...) for each
 chat that opens the same way, so a client that resends its history lands in the same
 session on every call, and two chats that both open with "hi" do not share one.
 ``POST /v1/retold/sessions/{id}/end`` ends a session (extraction and activation run in the

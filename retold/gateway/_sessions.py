@@ -1,19 +1,16 @@
 """The session of a gateway call that names none (no ``X-Retold-Session`` header).
 
 An OpenAI client names no conversation: it resends the whole of it on every call. The
-gateway finds the conversation from what the client sends. The first message seeds a base
-id (``conv-`` and 16 hex digits of its sha256), and a call continues the session of that
+gateway finds the conversation from what the client sends. The first user message seeds a
+base id (``conv-`` and 16 hex digits of its sha256), and a call continues the session of that
 base whose stored user messages the client's earlier user messages continue. A
 conversation that continues none of them starts the base's next fork (``base``, then
 ``base-2``, ``base-3``, ...), and the client's earlier messages are recorded in it as
-imported history. That is the case for:
-
-- a new chat that opens with the same words as an earlier one ("hi");
-- every chat of an app that opens with the same greeting;
-- a client that edited an earlier message, or retries a first call.
-
-Without forks these shared one session, and the model was sent the other chat's history
-as this one's.
+imported history. That is the case for a new chat that opens with the same words as an
+earlier one ("hi"), and for a client that edited an earlier message. Without forks these
+shared one session, and the model was sent the other chat's history as this one's. An
+app's fixed greeting before the first user message is not the seed, or all its chats
+would share one base.
 
 Matching reads user messages only, since a client may drop or reformat the assistant's. It
 compares them as stored (redacted); a stored message whose words an erasure or retention
@@ -46,7 +43,8 @@ _MAX_FORKS = 1 << 24
 
 
 def default_session_id(first_message: str) -> str:
-    """The base session of a conversation that opens with ``first_message`` (its first fork)."""
+    """The base session of a conversation whose first user message is ``first_message``
+    (its first fork)."""
     return "conv-" + hashlib.sha256(first_message.encode("utf-8")).hexdigest()[:16]
 
 

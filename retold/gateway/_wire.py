@@ -31,7 +31,8 @@ class ChatRequest:
         public_context: the client's system messages joined, or None.
         stream: whether the client asked for server-sent events.
         model: the model name the client asked for (echoed; the upstream model answers).
-        first_message: the first non-system message's text (the default session's seed).
+        first_message: the first user message's text (the default session's seed; an
+            app's fixed greeting before it would give all its chats one seed).
     """
 
     turn: str
@@ -133,7 +134,7 @@ def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
         public_context="\n\n".join(system) or None,
         stream=stream,
         model=model,
-        first_message=dialogue[0][1],
+        first_message=next(text for role, text in dialogue if role == "user"),
     )
 
 
