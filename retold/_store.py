@@ -415,6 +415,10 @@ class Writer(_WriterBase):
     def _execute_many(self, sql: str, params: list[list[Any]]) -> None:
         self._store.db.conn.executemany(sql, params)
 
+    def _raw(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        # Key bookkeeping only (values that are not user data); no redaction.
+        return self._store.db.conn.execute(sql, list(params))
+
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Read inside the transaction (sees its uncommitted writes)."""
         return list(self._store.db.query(sql, params))
@@ -692,6 +696,11 @@ class _SharedStoreOps:
             except Exception as exc:
                 error = error or exc
         return error
+
+    def _keep_key(self, w: Any, key: bytes) -> None:
+        """Inside ``w``: make ``key`` the redaction key kept in this database (the redactor
+        in use changes once ``w`` commits, by the caller; bound as is, not redacted)."""
+        w._raw("UPDATE retold_meta SET value = ? WHERE key = 'redaction_key'", [key.hex()])
 
     # -- dialect hooks ------------------------------------------------------------------
 
@@ -1658,13 +1667,6 @@ class SQLiteStore(_SharedStoreOps):
             except sqlite3.DatabaseError as exc:
                 problems.append(f"records_fts: {exc}")
         return problems
-
-    def _keep_key(self, w: WriteTx, key: bytes) -> None:
-        """Inside ``w``: make ``key`` the redaction key kept in this database (the redactor
-        in use changes once ``w`` commits, by the caller; bound as is, not redacted)."""
-        self._conn.execute(
-            "UPDATE retold_meta SET value = ? WHERE key = 'redaction_key'", [key.hex()]
-        )
 
     def _stored_key(self) -> bytes:
         with self._lock:

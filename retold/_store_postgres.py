@@ -688,13 +688,6 @@ class PostgresStore(_SharedStoreOps):
                     "spells for PostgreSQL?)"
                 ) from exc.__cause__
 
-    def _keep_key(self, w: Any, key: bytes) -> None:
-        """Inside ``w``: make ``key`` the redaction key kept in this database (the redactor
-        in use changes once ``w`` commits, by the caller; bound as is, not redacted)."""
-        w._conn.execute(
-            "UPDATE retold_meta SET value = %s WHERE key = 'redaction_key'", [key.hex()]
-        )
-
     def _stored_key(self) -> bytes:
         with self.write() as w:
             w._conn.execute(
