@@ -7,10 +7,10 @@ is simulated. Inputs are the shapes that make backtracking detectors quadratic (
 runs, ``eyJ-`` chains, ``a:`` and ``x://`` chains, repeated assignment names and stated
 openers, with and without a copula, ``Bearer`` chains, card words before digit groups, PIN,
 seed-phrase and one-time-code openers, zero-width characters, a planted secret every 1,000
-characters),
-each at several lengths; the report gives the time per length and the growth exponent
-between the two largest lengths (1.0 is linear, 2.0 quadratic). Timings depend on the
-machine; the exponent and the 100k-character add (the bar is < 2 s) are what to compare.
+characters), each at several lengths; the report gives the time per length and the growth
+exponent between the two largest lengths (1.0 is linear, 2.0 quadratic). Timings depend on
+the machine; the exponent and the 100k-character add (the bar is < 2 s) are what to
+compare.
 """
 
 from __future__ import annotations

@@ -139,17 +139,17 @@ def erase_principal(store: Store, scope: Principal, *, actor: str = "host") -> E
     speaker and tags erased, idempotency key released, lexical index entry, entity names
     and vectors purged, a ``record.deleted`` event each); their transcript turns lose
     their text and speaker (the rows stay, see the module doc); profile snapshots,
-    extraction progress and vector index cells are removed; the audit keeps
-    each turn decision and search but loses the queries, the contexts and the gap queries;
+    extraction progress and vector index cells are removed; the audit keeps each turn
+    decision and search but loses the queries, the contexts and the gap queries;
     reviewers' notes and extraction failure details are blanked. One ``principal.erased``
     event records the counts.
 
     Work still in flight that read the principal's words before the erasure writes none of
     them afterwards (:mod:`retold._erasure_fence`), in this process or another: a chat
     turn keeps only its decision's skeleton and its transcript rows without their words
-    (no gap queries or search text), a search is logged without its query, a session end's extraction writes no
-    record, no progress and no failure, and a profile assembled before the erasure is
-    assembled again.
+    (no gap queries or search text), a search is logged without its query, a session end's
+    extraction writes no record, no progress and no failure, and a profile assembled before
+    the erasure is assembled again.
 
     The database files keep the erased text in free pages, index segments and the WAL
     until ``store.vacuum()`` (or ``retold memory vacuum``) runs, as after any deletion.
