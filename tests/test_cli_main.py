@@ -193,6 +193,19 @@ def test_warnings_go_to_stderr_human_readable(tmp_path: Path, loopback: Loopback
     assert "\x1b[" not in proc.stderr.decode()  # no colour codes in a log file
 
 
+def test_loading_the_local_model_draws_no_progress_bar(tmp_path: Path) -> None:
+    """The `local` bundle loads its sentence model through transformers, which draws a
+    "Loading weights" bar on stderr unless told not to; a command shows only warnings."""
+    pytest.importorskip("sentence_transformers")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    scenarios = _small_set(tmp_path, per_file=1)
+    proc = _retold("fitness", "--bundle", "local", "--scenarios", str(scenarios), "--json", env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    (line,) = proc.stdout.decode().splitlines()
+    assert json.loads(line)["bundle"] == "local"
+    assert proc.stderr == b""
+
+
 def test_in_process_main_keeps_the_hosts_logging(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,9 +2,10 @@
 
 Each command group lives in its own module and registers itself through ``register``.
 ``main`` is the one boundary every command passes through: it checks argv (every text
-argument must be valid UTF-8), configures warnings-only logging on stderr for the duration
-of the command, turns Retold's caller errors into a one-line message and exit status 2, and
-ends quietly when the reader of stdout goes away (``retold decisions report | head -1``).
+argument must be valid UTF-8), configures warnings-only logging on stderr (and no progress
+bars) for the duration of the command, turns Retold's caller errors into a one-line message
+and exit status 2, and ends quietly when the reader of stdout goes away (``retold decisions
+report | head -1``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ _PATH_OPTIONS = frozenset({"db", "report", "data", "scenarios"})
 # Exit status of a command whose reader closed stdout early: what a shell reports for a
 # process ended by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
+
+# Read by huggingface_hub (and through it transformers) at import: progress bars off.
+_PROGRESS_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +93,26 @@ def cli_logging() -> Iterator[None]:
         structlog.reset_defaults()
 
 
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """No download or weight-loading progress bars on stderr while a command runs.
+
+    The ``local`` bundle's sentence model is loaded through transformers, which draws a
+    "Loading weights" bar on stderr by default; a command writes only warnings and errors
+    there. huggingface_hub reads ``HF_HUB_DISABLE_PROGRESS_BARS`` when it is first imported,
+    so this sets it for the command unless the caller set it already (``0`` keeps the bars),
+    and has no effect on libraries a caller in the same process imported before.
+    """
+    if _PROGRESS_BARS in os.environ:
+        yield
+        return
+    os.environ[_PROGRESS_BARS] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_PROGRESS_BARS, None)
+
+
 def _check_text_arguments(args: argparse.Namespace) -> None:
     """Every text argument must be valid UTF-8; the first that is not is named.
 
@@ -130,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with cli_logging():
+        with cli_logging(), quiet_progress_bars():
             _check_text_arguments(args)
             status: int = args.handler(args)
             # Flush here, not at interpreter exit, so a closed pipe is caught below.
