@@ -615,6 +615,55 @@ async def test_upstream_429_is_retried_and_answered(env: Env) -> None:
     assert completion.choices[0].message.content == "fine"
 
 
+async def test_usage_is_what_the_turn_cost_upstream(env: Env) -> None:
+    """`usage` carries the tokens the upstream reported for the turn's calls, and /metrics
+    adds them up by kind."""
+    env.upstream.chat_completions.push(openai_chat("fine", usage=(120, 30)))
+    async with env.client(env.alice) as client:
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert len(env.upstream.chat_completions.requests) == 1  # shadow: the draft only
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (120, 30)
+    assert completion.usage.total_tokens == 150
+    async with env.raw() as raw:
+        text = (await raw.get("/metrics")).text
+    assert 'retold_gateway_upstream_tokens_total{kind="prompt"} 120.0' in text
+    assert 'retold_gateway_upstream_tokens_total{kind="completion"} 30.0' in text
+
+
+async def test_streamed_usage_comes_last_and_only_when_asked(env: Env) -> None:
+    """With stream_options.include_usage the last chunk has no choices and the turn's usage
+    (the others say null); without it no chunk carries usage, as from OpenAI."""
+    env.upstream.chat_completions.push(
+        openai_chat("a streamed answer long enough for several chunks, " * 3, usage=(40, 9))
+    )
+    async with env.client(env.alice) as client:
+        stream = await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "tell me"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async with stream:
+            chunks = [c async for c in stream]
+    *answer, last = chunks
+    assert len(answer) > 2 and all(c.choices and c.usage is None for c in answer)
+    assert last.choices == [] and last.usage is not None
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (40, 9)
+    assert last.usage.total_tokens == 49
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}"},
+            json={"stream": True, "messages": [{"role": "user", "content": "again"}]},
+        )
+    events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    assert all("usage" not in json.loads(e) for e in events[:-1])
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param"),
     [
@@ -637,8 +686,37 @@ async def test_upstream_429_is_retried_and_answered(env: Env) -> None:
             "tools",
         ),
         (b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}', 413, None),
+        (
+            json.dumps(
+                {
+                    "messages": [{"role": "user", "content": "x"}],
+                    "stream_options": {"include_usage": True},
+                }
+            ).encode(),
+            400,
+            "stream_options",
+        ),
+        (
+            json.dumps(
+                {
+                    "messages": [{"role": "user", "content": "x"}],
+                    "stream": True,
+                    "stream_options": {"include_usage": "yes"},
+                }
+            ).encode(),
+            400,
+            "stream_options.include_usage",
+        ),
     ],
-    ids=["not-json", "too-many-messages", "no-user-turn", "tools", "too-large"],
+    ids=[
+        "not-json",
+        "too-many-messages",
+        "no-user-turn",
+        "tools",
+        "too-large",
+        "stream-options-without-stream",
+        "include-usage-not-boolean",
+    ],
 )
 async def test_bad_requests_name_the_field_and_write_nothing(
     env: Env, body: bytes, status: int, param: str | None

@@ -182,6 +182,9 @@ def test_serve_end_to_end(tmp_path: Path, upstream: LoopbackServer) -> None:
         bodies.append(later.model_dump_json())
         alice_requests = upstream.chat_completions.requests[before:]
         assert _mentions(alice_requests, "Okafor")
+        # Live: the draft and the regeneration, each reporting the loopback's (11, 7).
+        assert len(alice_requests) == 2 and later.usage is not None
+        assert (later.usage.prompt_tokens, later.usage.completion_tokens) == (22, 14)
 
         before = len(upstream.chat_completions.requests)
         other = b.chat.completions.create(

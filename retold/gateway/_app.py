@@ -50,7 +50,7 @@ from retold._records import Principal, Role, TranscriptTurn, _scope_id
 from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 
 from ._limits import TokenBuckets
-from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics, TurnUsage
 from ._sessions import resolve_session
 from ._wire import ChatRequest, error_body, parse_chat_request, sse_chunks
 
@@ -408,7 +408,7 @@ class Gateway:
         try:
             if session_id is None:
                 session_id = await self._default_session(scope, chat_request)
-            reply = await self._turn(scope, session_id, chat_request)
+            reply, usage = await self._turn(scope, session_id, chat_request)
         except _Upstream as exc:
             headers = {SESSION_HEADER: session_id} if session_id is not None else {}
             if exc.decision_id is not None:
@@ -439,7 +439,13 @@ class Gateway:
         self.metrics.requests.labels(route=route, status="200").inc()
         if chat_request.stream:
             return StreamingResponse(
-                _sse(ident, created, model, reply.response),
+                _sse(
+                    ident,
+                    created,
+                    model,
+                    reply.response,
+                    usage if chat_request.include_usage else None,
+                ),
                 media_type="text/event-stream",
                 headers={**headers, "Cache-Control": "no-cache"},
             )
@@ -457,6 +463,7 @@ class Gateway:
                         "logprobs": None,
                     }
                 ],
+                "usage": usage.as_openai(),
             },
             headers=headers,
         )
@@ -493,13 +500,15 @@ class Gateway:
                 self._sessions[key] = _Session(last_seen=self._clock())
         return session_id
 
-    async def _turn(self, scope: Principal, session_id: str, req: ChatRequest) -> ChatReply:
+    async def _turn(
+        self, scope: Principal, session_id: str, req: ChatRequest
+    ) -> tuple[ChatReply, TurnUsage]:
         await self._await_ends(scope)
         key = (scope.tenant, scope.principal, session_id)
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = _Session(last_seen=self._clock())
-        box, token = GatewayMetrics.start_turn()
+        usage, token = GatewayMetrics.start_turn()
         try:
             async with session.lock:
                 session.last_seen = self._clock()
@@ -521,9 +530,9 @@ class Gateway:
                 finally:
                     session.last_seen = self._clock()
         finally:
-            self.metrics.turn_model_calls.observe(box[0])
+            self.metrics.turn_model_calls.observe(usage.calls)
             GatewayMetrics.end_turn(token)
-        return reply
+        return reply, usage
 
     async def _failed_decision(self, scope: Principal, session_id: str) -> str | None:
         """The decision row a failed turn wrote (the draft failure is logged before raising)."""
@@ -603,19 +612,32 @@ def _classify(exc: RetoldError, session_id: str) -> _Upstream:
     return _Upstream(502, f"The upstream model failed{detail}.", "upstream_error")
 
 
-async def _sse(ident: str, created: int, model: str, text: str) -> AsyncIterator[bytes]:
-    def event(delta: dict[str, Any], finish: str | None) -> bytes:
-        chunk = {
+async def _sse(
+    ident: str, created: int, model: str, text: str, usage: TurnUsage | None
+) -> AsyncIterator[bytes]:
+    """The reply as OpenAI streams it; with ``usage`` (the client asked for it through
+    ``stream_options``), every chunk carries ``"usage": null`` and one last chunk with no
+    choices carries the turn's usage."""
+
+    def chunk(choices: list[dict[str, Any]], last: TurnUsage | None = None) -> bytes:
+        body: dict[str, Any] = {
             "id": ident,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            "choices": choices,
         }
-        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+        if usage is not None:
+            body["usage"] = last.as_openai() if last is not None else None
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+    def event(delta: dict[str, Any], finish: str | None) -> bytes:
+        return chunk([{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}])
 
     yield event({"role": "assistant", "content": ""}, None)
     for piece in sse_chunks(text):
         yield event({"content": piece}, None)
     yield event({}, "stop")
+    if usage is not None:
+        yield chunk([], usage)
     yield b"data: [DONE]\n\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -13,14 +14,34 @@ from prometheus_client.registry import Collector
 
 from retold._audit import DecisionWriter
 
-__all__ = ["CONTENT_TYPE_LATEST", "CountingModel", "GatewayMetrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "CountingModel", "GatewayMetrics", "TurnUsage"]
 
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _CALL_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 15)
 
-# The model calls of the turn being served; set per request, inherited by its tasks.
-_turn_calls: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "retold_gateway_turn_calls", default=None
+
+@dataclass(slots=True)
+class TurnUsage:
+    """What one turn cost upstream: every model call made for it (the draft, the policies'
+    calls, the regeneration, tool rounds), and the tokens the upstream reported for those
+    that answered (a call that failed reports none)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def as_openai(self) -> dict[str, int]:
+        """OpenAI's ``usage`` object."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+# The turn being served; set per request, inherited by the tasks it starts.
+_turn_usage: contextvars.ContextVar[TurnUsage | None] = contextvars.ContextVar(
+    "retold_gateway_turn_usage", default=None
 )
 
 
@@ -53,6 +74,13 @@ class GatewayMetrics:
             "retold_gateway_model_calls",
             "Upstream model calls, by outcome.",
             ["outcome"],
+            registry=r,
+        )
+        self.upstream_tokens = Counter(
+            "retold_gateway_upstream_tokens",
+            "Tokens the upstream reported for the calls it answered, by kind (prompt or "
+            "completion); session ends (extraction) included.",
+            ["kind"],
             registry=r,
         )
         self.rate_limited = Counter(
@@ -91,18 +119,19 @@ class GatewayMetrics:
         return generate_latest(self.registry)
 
     @staticmethod
-    def start_turn() -> tuple[list[int], contextvars.Token[list[int] | None]]:
-        """Begin counting this turn's model calls (in the current context)."""
-        box = [0]
-        return box, _turn_calls.set(box)
+    def start_turn() -> tuple[TurnUsage, contextvars.Token[TurnUsage | None]]:
+        """Begin counting this turn's model calls and tokens (in the current context)."""
+        usage = TurnUsage()
+        return usage, _turn_usage.set(usage)
 
     @staticmethod
-    def end_turn(token: contextvars.Token[list[int] | None]) -> None:
-        _turn_calls.reset(token)
+    def end_turn(token: contextvars.Token[TurnUsage | None]) -> None:
+        _turn_usage.reset(token)
 
 
 class CountingModel:
-    """A chat model wrapper counting calls for the metrics; everything else passes through."""
+    """A chat model wrapper counting calls and reported tokens for the metrics and the
+    turn's ``usage``; everything else passes through."""
 
     def __init__(self, inner: Any, metrics: GatewayMetrics) -> None:
         self._inner = inner
@@ -116,15 +145,23 @@ class CountingModel:
         return self._inner
 
     async def complete(self, messages: Sequence[Any], **kwargs: Any) -> Any:
-        box = _turn_calls.get()
-        if box is not None:
-            box[0] += 1
+        turn = _turn_usage.get()
+        if turn is not None:
+            turn.calls += 1
         try:
             result = await self._inner.complete(messages, **kwargs)
         except Exception:
             self._metrics.model_calls.labels(outcome="error").inc()
             raise
         self._metrics.model_calls.labels(outcome="ok").inc()
+        usage = getattr(result, "usage", None)
+        prompt = int(getattr(usage, "input_tokens", 0) or 0)
+        completion = int(getattr(usage, "output_tokens", 0) or 0)
+        self._metrics.upstream_tokens.labels(kind="prompt").inc(prompt)
+        self._metrics.upstream_tokens.labels(kind="completion").inc(completion)
+        if turn is not None:
+            turn.prompt_tokens += prompt
+            turn.completion_tokens += completion
         return result
 
     async def aclose(self) -> None:

@@ -30,6 +30,8 @@ class ChatRequest:
         conversation: the earlier user/assistant messages as ``(role, text)``, oldest first.
         public_context: the client's system messages joined, or None.
         stream: whether the client asked for server-sent events.
+        include_usage: with ``stream``, whether the client asked (``stream_options``) for a
+            last chunk carrying the turn's ``usage``.
         model: the model name the client asked for (echoed; the upstream model answers).
         first_message: the first user message's text (the default session's seed; an
             app's fixed greeting before it would give all its chats one seed).
@@ -39,6 +41,7 @@ class ChatRequest:
     conversation: tuple[tuple[str, str], ...]
     public_context: str | None
     stream: bool
+    include_usage: bool
     model: str | None
     first_message: str
 
@@ -70,6 +73,20 @@ def _text(content: Any, where: str) -> str:
     raise InvalidInputError(where, "must be a string or a list of text parts")
 
 
+def _include_usage(options: Any, stream: bool) -> bool:
+    """``stream_options.include_usage``, checked as OpenAI checks it."""
+    if options is None:
+        return False
+    if not stream:
+        raise InvalidInputError("stream_options", "is only allowed when stream is true")
+    if not isinstance(options, dict):
+        raise InvalidInputError("stream_options", "must be an object")
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise InvalidInputError("stream_options.include_usage", "must be a boolean")
+    return include
+
+
 def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
     """Validate a chat-completions body.
 
@@ -90,6 +107,7 @@ def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidInputError("stream", "must be a boolean")
+    include_usage = _include_usage(body.get("stream_options"), stream)
     n = body.get("n", 1)
     if n not in (1, None):
         raise InvalidInputError("n", "only n=1 is supported")
@@ -133,6 +151,7 @@ def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
         conversation=tuple(dialogue[:-1]),
         public_context="\n\n".join(system) or None,
         stream=stream,
+        include_usage=include_usage,
         model=model,
         first_message=next(text for role, text in dialogue if role == "user"),
     )
