@@ -595,6 +595,8 @@ class ChatAdapter(_HTTPClientOwner, ABC):
     """
 
     provider: str = ""
+    #: The highest sampling temperature the provider accepts (the lowest is 0).
+    max_temperature: ClassVar[float] = 2.0
     _http: _HTTPSession
 
     def __init__(

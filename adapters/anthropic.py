@@ -55,6 +55,7 @@ class AnthropicChatAdapter(ChatAdapter):
     """
 
     provider = "anthropic"
+    max_temperature = 1.0
     endpoint = "/v1/messages"
 
     def __init__(
@@ -158,6 +159,11 @@ class AnthropicChatAdapter(ChatAdapter):
         if system:
             payload["system"] = "\n\n".join(system)
         if temperature is not None:
+            if not 0 <= temperature <= self.max_temperature:
+                raise UsageError(
+                    f"temperature must be between 0 and {self.max_temperature:g} for "
+                    f"Anthropic, got {temperature}"
+                )
             payload["temperature"] = temperature
         if response_schema is not None or json_mode:
             if tools:

@@ -123,6 +123,17 @@ class MemorySearchArgs(BaseModel):
     limit: int = Field(default=8, ge=1, le=20)
 
 
+def _sampling(max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+    """The answer's sampling settings as ``complete`` keywords; those left unset are not
+    passed, so a model without them (or with its own defaults) is called as before."""
+    out: dict[str, Any] = {}
+    if max_tokens is not None:
+        out["max_tokens"] = max_tokens
+    if temperature is not None:
+        out["temperature"] = temperature
+    return out
+
+
 class CallbackModel:
     """Adapts a plain host callback ``(messages) -> str`` (sync or async) to the model API.
 
@@ -358,7 +369,9 @@ class MemoryChat:
             scope: the trusted principal, from the host's authenticated context.
             session_id: the conversation; its first turn fixes the ambient profile.
             text: the user's message.
-            options: per-turn options (``latency_budget_ms``).
+            options: per-turn options: ``latency_budget_ms``, and the answer's
+                ``max_tokens`` and ``temperature`` (passed to the model for the draft and the
+                regeneration, never for the policies' calls).
             public_context: extra context for this turn (documents, page state, ...),
                 appended to the system prompt.
         """
@@ -384,7 +397,13 @@ class MemoryChat:
         async def generate(req: GenerationRequest) -> str:
             messages = _messages(req.public_context, req.profile, prior, req.turn, req.memory)
             return await self._complete_with_tools(
-                scope, session_id, turn_index, messages, calls, since=now
+                scope,
+                session_id,
+                turn_index,
+                messages,
+                calls,
+                since=now,
+                sampling=_sampling(req.max_tokens, req.temperature),
             )
 
         searches: tuple[str, ...] = ()
@@ -438,8 +457,16 @@ class MemoryChat:
                     since=now,
                 )
                 searches = (text,)
+            answer = options or TurnOptions()
             response = await generate(
-                GenerationRequest(turn=text, public_context=context, profile=profile, memory=memory)
+                GenerationRequest(
+                    turn=text,
+                    public_context=context,
+                    profile=profile,
+                    memory=memory,
+                    max_tokens=answer.max_tokens,
+                    temperature=answer.temperature,
+                )
             )
             reply = _reply_turn(user_turn, response, self.store.clock())
             await anyio.to_thread.run_sync(_write_turns, self.store, scope, (user_turn, reply), now)
@@ -474,13 +501,17 @@ class MemoryChat:
         calls: list[ToolCall],
         *,
         since: datetime,
+        sampling: dict[str, Any],
     ) -> str:
         tools = [MEMORY_SEARCH_TOOL] if self._tools_offered else None
         rounds = 0
         while True:
             last = rounds == self.max_tool_rounds
             completion: Completion = await self.model.complete(
-                messages, tools=tools, tool_choice=("none" if last else "auto") if tools else None
+                messages,
+                tools=tools,
+                tool_choice=("none" if last else "auto") if tools else None,
+                **sampling,
             )
             if not isinstance(completion, Completion):
                 raise InvalidInputError(

@@ -21,7 +21,7 @@ import uuid
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from types import TracebackType
@@ -103,16 +103,32 @@ class TurnOptions:
     Attributes:
         latency_budget_ms: the most the caller accepts beyond the draft's own latency.
             None: the configured default; 0: baseline plus ambient profile only.
+        max_tokens: the most tokens the answer may have; None: the model's default.
+        temperature: the answer's sampling temperature (0 to 2); None: the model's default.
+
+    ``max_tokens`` and ``temperature`` apply to the calls that write the answer (the draft
+    and the regeneration, handed on in :class:`GenerationRequest`), never to the policies'
+    own calls, whose settings belong to the bundle.
     """
 
     latency_budget_ms: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
 
     def __post_init__(self) -> None:
-        budget = self.latency_budget_ms
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-            raise InvalidInputError("latency_budget_ms", "must be an int or None")
-        if budget is not None and budget < 0:
+        for name in ("latency_budget_ms", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInputError(name, "must be an int or None")
+        if self.latency_budget_ms is not None and self.latency_budget_ms < 0:
             raise InvalidInputError("latency_budget_ms", "must be >= 0")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise InvalidInputError("max_tokens", "must be >= 1")
+        t = self.temperature
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)):
+            raise InvalidInputError("temperature", "must be a number or None")
+        if t is not None and not 0 <= t <= 2:
+            raise InvalidInputError("temperature", "must be between 0 and 2")
 
 
 _DEFAULT_OPTIONS = TurnOptions()
@@ -126,6 +142,8 @@ class GenerationRequest:
         turn / public_context / profile: the baseline inputs, identical for both calls.
         memory: the rendered admitted records (empty for the draft); only admitted text.
         memory_records: the admitted records, in rendered order (empty for the draft).
+        max_tokens / temperature: the turn's :class:`TurnOptions` for the answer, the same
+            for both calls (None: the model's default).
     """
 
     turn: str
@@ -133,6 +151,8 @@ class GenerationRequest:
     profile: ProfileBlock
     memory: str = ""
     memory_records: tuple[Record, ...] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -824,7 +844,13 @@ class UtilityAwareOrchestrator:
         run_conditional = self.gap_policy is not None and budget != 0
         if self.gap_policy is not None and budget == 0:
             t.fail(Stage.GAP, FailureReason.BUDGET_EXHAUSTED, "zero budget")
-        request = GenerationRequest(turn=turn, public_context=public_context, profile=t.profile)
+        request = GenerationRequest(
+            turn=turn,
+            public_context=public_context,
+            profile=t.profile,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+        )
         budget_scope = anyio.CancelScope()
         draft_error: BaseException | None = None
         # What the conditional path raised in the orchestrator's own task group (a bug: it
@@ -1456,13 +1482,7 @@ class UtilityAwareOrchestrator:
 
         by_id = {c.record.id: c.record for c in t.candidates}
         admitted = tuple(by_id[i] for i in t.admission.admitted)
-        final_request = GenerationRequest(
-            turn=request.turn,
-            public_context=request.public_context,
-            profile=request.profile,
-            memory=render_memory(admitted),
-            memory_records=admitted,
-        )
+        final_request = replace(request, memory=render_memory(admitted), memory_records=admitted)
         own = (
             self.config.regeneration_timeout_ms / 1000
             if self.config.regeneration_timeout_ms is not None

@@ -12,6 +12,7 @@ from retold import (
     Principal,
     RecordDraft,
     SQLiteStore,
+    TurnOptions,
     UsageError,
 )
 from retold._activation import ActivationPolicy
@@ -172,6 +173,44 @@ async def test_memory_search_is_logged(
     [row] = AuditLog(store).search_rows_for_turn(MAYA, "s1", 0)
     assert row["origin"] == "model_tool" and row["query"] == "greyhound"
     assert list(row["result_ids"]) == [rec.id]
+
+
+@pytest.mark.anyio
+async def test_the_answers_sampling_options_reach_the_draft_and_the_regeneration(
+    store: SQLiteStore, loopback: LoopbackServer, adapter: OpenAIChatAdapter
+) -> None:
+    """TurnOptions' max_tokens and temperature go with both calls that write the answer;
+    a turn without them sends neither, leaving the model's defaults."""
+    store.add(MAYA, RecordDraft(text="My dentist is Dr. Ana Ribeiro in Porto.", speaker="Maya"))
+    chat = make_chat(store, model=adapter)
+    options = TurnOptions(max_tokens=64, temperature=0.3)
+    reply = await chat.turn(MAYA, "s1", "What was the name of my dentist again?", options=options)
+    assert reply.decision is not None
+    assert reply.decision.disposition is Disposition.REGENERATED
+    sent = [r.json for r in loopback.chat_completions.requests]
+    assert len(sent) == 2  # the draft and the regeneration (the policies are lexical)
+    assert all((s["max_tokens"], s["temperature"]) == (64, 0.3) for s in sent)
+    await chat.turn(MAYA, "s1", "Thanks!")
+    last = loopback.chat_completions.requests[-1].json
+    assert "max_tokens" not in last and "temperature" not in last
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": 1.5}, "max_tokens"),
+        ({"temperature": 2.5}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"temperature": True}, "temperature"),
+    ],
+)
+def test_turn_options_name_a_bad_sampling_option(options: dict[str, Any], field: str) -> None:
+    from retold import InvalidInputError
+
+    with pytest.raises(InvalidInputError) as caught:
+        TurnOptions(**options)
+    assert caught.value.field == field
 
 
 @pytest.mark.anyio

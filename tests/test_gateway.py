@@ -615,6 +615,56 @@ async def test_upstream_429_is_retried_and_answered(env: Env) -> None:
     assert completion.choices[0].message.content == "fine"
 
 
+@pytest.mark.parametrize("cap", ["max_completion_tokens", "max_tokens"])
+async def test_the_clients_temperature_and_token_cap_reach_the_upstream(env: Env, cap: str) -> None:
+    """temperature and max_completion_tokens (or the older max_tokens) are the answer's."""
+    async with env.client(env.alice) as client:
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            temperature=0.25,
+            **{cap: 33},  # type: ignore[arg-type]
+        )
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello again"}]
+        )
+    first, second = (r.json for r in env.upstream.chat_completions.requests)
+    assert (first["temperature"], first["max_tokens"]) == (0.25, 33)
+    assert "temperature" not in second and "max_tokens" not in second
+
+
+async def test_an_anthropic_upstream_refuses_a_temperature_above_one(
+    tmp_path: Path, loopback: LoopbackServer
+) -> None:
+    """Anthropic takes 0 to 1: a client's 1.5 is a 400 naming the field, with no turn."""
+    store = SQLiteStore(tmp_path / "g.db")
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    gateway = build_gateway(
+        store=store,
+        keys=keys,
+        bundle="offline-reference",
+        live=False,
+        upstream_base_url=loopback.anthropic_base_url,
+        upstream_model="claude-test",
+        upstream_provider="anthropic",
+        upstream_api_key=UPSTREAM_KEY,
+    )
+    async with gateway:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gateway.test"
+        ) as raw:
+            body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 1.5}
+            response = await raw.post(
+                "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, json=body
+            )
+    store.close()
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "temperature"
+    assert "between 0 and 1 " in response.json()["error"]["message"]
+    assert loopback.messages.requests == []
+
+
 async def test_usage_is_what_the_turn_cost_upstream(env: Env) -> None:
     """`usage` carries the tokens the upstream reported for the turn's calls, and /metrics
     adds them up by kind."""
@@ -698,6 +748,31 @@ async def test_streamed_usage_comes_last_and_only_when_asked(env: Env) -> None:
         ),
         (
             json.dumps(
+                {"messages": [{"role": "user", "content": "x"}], "temperature": 2.5}
+            ).encode(),
+            400,
+            "temperature",
+        ),
+        (
+            json.dumps(
+                {
+                    "messages": [{"role": "user", "content": "x"}],
+                    "max_tokens": 10,
+                    "max_completion_tokens": 10,
+                }
+            ).encode(),
+            400,
+            "max_tokens",
+        ),
+        (
+            json.dumps(
+                {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}
+            ).encode(),
+            400,
+            "max_completion_tokens",
+        ),
+        (
+            json.dumps(
                 {
                     "messages": [{"role": "user", "content": "x"}],
                     "stream": True,
@@ -715,6 +790,9 @@ async def test_streamed_usage_comes_last_and_only_when_asked(env: Env) -> None:
         "tools",
         "too-large",
         "stream-options-without-stream",
+        "temperature-too-high",
+        "two-token-caps",
+        "token-cap-zero",
         "include-usage-not-boolean",
     ],
 )

@@ -46,6 +46,7 @@ from starlette.routing import Route
 from retold._audit import AuditLog
 from retold._errors import AdapterHTTPError, InvalidInputError, PolicyError, RetoldError
 from retold._keys import ApiKeyEntry, KeyFile
+from retold._orchestrator import TurnOptions
 from retold._records import Principal, Role, TranscriptTurn, _scope_id
 from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 
@@ -388,6 +389,11 @@ class Gateway:
         try:
             raw = await self._body(request)
             chat_request = parse_chat_request(raw, max_messages=self.config.max_messages)
+            hottest = getattr(self.chat.model, "max_temperature", 2.0)
+            if chat_request.temperature is not None and chat_request.temperature > hottest:
+                raise InvalidInputError(
+                    "temperature", f"must be between 0 and {hottest:g} for this gateway's upstream"
+                )
             session_id = request.headers.get(SESSION_HEADER) or None
             if session_id is not None:
                 try:
@@ -516,7 +522,13 @@ class Gateway:
                     with anyio.fail_after(self.config.turn_timeout_s):
                         await self._record_history(scope, session_id, req)
                         reply = await self.chat.turn(
-                            scope, session_id, req.turn, public_context=req.public_context
+                            scope,
+                            session_id,
+                            req.turn,
+                            public_context=req.public_context,
+                            options=TurnOptions(
+                                max_tokens=req.max_tokens, temperature=req.temperature
+                            ),
                         )
                 except TimeoutError:
                     log.warning("gateway_turn_timed_out", session_id=session_id)

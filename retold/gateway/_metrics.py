@@ -138,6 +138,7 @@ class CountingModel:
         self._metrics = metrics
         self.model = getattr(inner, "model", "upstream")
         self.supports_tools = getattr(inner, "supports_tools", True)
+        self.max_temperature: float = getattr(inner, "max_temperature", 2.0)
 
     @property
     def inner(self) -> Any:

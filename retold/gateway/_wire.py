@@ -33,6 +33,8 @@ class ChatRequest:
         include_usage: with ``stream``, whether the client asked (``stream_options``) for a
             last chunk carrying the turn's ``usage``.
         model: the model name the client asked for (echoed; the upstream model answers).
+        max_tokens: ``max_completion_tokens`` (or the older ``max_tokens``), or None.
+        temperature: the client's sampling temperature, or None.
         first_message: the first user message's text (the default session's seed; an
             app's fixed greeting before it would give all its chats one seed).
     """
@@ -43,6 +45,8 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     model: str | None
+    max_tokens: int | None
+    temperature: float | None
     first_message: str
 
 
@@ -85,6 +89,27 @@ def _include_usage(options: Any, stream: bool) -> bool:
     if not isinstance(include, bool):
         raise InvalidInputError("stream_options.include_usage", "must be a boolean")
     return include
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    """``max_completion_tokens``, or the older ``max_tokens``; not both."""
+    given = [name for name in ("max_completion_tokens", "max_tokens") if body.get(name) is not None]
+    if len(given) > 1:
+        raise InvalidInputError("max_tokens", "send max_completion_tokens or max_tokens, not both")
+    if not given:
+        return None
+    value = body[given[0]]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(given[0], "must be an integer >= 1")
+    return value
+
+
+def _temperature(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+        raise InvalidInputError("temperature", "must be a number between 0 and 2")
+    return float(value)
 
 
 def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
@@ -153,6 +178,8 @@ def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
         stream=stream,
         include_usage=include_usage,
         model=model,
+        max_tokens=_max_tokens(body),
+        temperature=_temperature(body.get("temperature")),
         first_message=next(text for role, text in dialogue if role == "user"),
     )
 
