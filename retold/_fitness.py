@@ -92,6 +92,7 @@ from ._serving_gate import (
     GateResult,
     Verdict,
     insufficient_categories,
+    model_identity,
     recorded_fitness,
     write_fitness_record,
 )
@@ -508,6 +509,9 @@ class FitnessResult(BaseModel):
     scenario_set_sha256: str
     scenario_counts: dict[str, int]
     category_counts: dict[str, int]
+    policy_model: str = ""
+    """``provider:model`` of the model the bundle's policies called; empty for a model-free
+    bundle. The recorded result unlocks serving with this policy model only."""
     minimum_cases: dict[str, int]
     insufficient: dict[str, int] = Field(default_factory=dict)
     review_owner: str
@@ -1218,6 +1222,7 @@ async def run_fitness(
         scenario_set_sha256=digest,
         scenario_counts=dict(sorted(labels.items())),
         category_counts=cats,
+        policy_model="" if bundle.offline else model_identity(model),
         minimum_cases=dict(MINIMUM_CASES),
         insufficient=insufficient_categories(cats),
         review_owner=owner,
@@ -1242,6 +1247,7 @@ def record_fitness(store: Store, result: FitnessResult) -> FitnessRecord:
         category_counts=result.category_counts,
         result_json=result.model_dump_json(),
         harness_version=result.harness_version,
+        policy_model=result.policy_model,
     )
 
 
@@ -1293,7 +1299,8 @@ def render_report(result: FitnessResult) -> str:
         + (
             "deterministic offline reference policies (no model)"
             if result.offline
-            else "model-backed policies"
+            else f"model-backed policies, calling {result.policy_model} (the result unlocks "
+            "serving with this policy model only)"
         ),
         "- responder: "
         + (

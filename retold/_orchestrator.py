@@ -736,7 +736,10 @@ class UtilityAwareOrchestrator:
         self.bundle = check_bundle(cfg, retrieval_config=retrieval_config)
         if require_fitness and not cfg.shadow and self.bundle.bundle_sha256 is not None:
             _serving_gate.require_fitness(
-                store, self.bundle.bundle_sha256, bundle_name=(cfg.bundle or {}).get("name")
+                store,
+                self.bundle.bundle_sha256,
+                bundle_name=(cfg.bundle or {}).get("name"),
+                policies=(self.gap_policy, self.admission_policy),
             )
         if audit is not None and audit.store is not store:
             raise UsageError("audit must be an AuditLog over the same store")

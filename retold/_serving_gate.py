@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +27,8 @@ __all__ = [
     "FitnessRecord",
     "GateResult",
     "insufficient_categories",
+    "model_identity",
+    "policy_model",
     "recorded_fitness",
     "require_fitness",
     "write_fitness_record",
@@ -46,6 +49,30 @@ MINIMUM_CASES: Mapping[str, int] = {
 #: The environment variable naming who owns the activation review backlog (the host's
 #: configuration; ``retold fitness --review-owner`` overrides it).
 REVIEW_OWNER_ENV = "RETOLD_REVIEW_OWNER"
+
+
+def model_identity(model: Any) -> str:
+    """``provider:model`` for a chat model (``openai:llama3.1:8b``), what a fitness result
+    measured with it is bound to; the model id alone when the model names no provider."""
+    provider = getattr(model, "provider", "") or ""
+    name = getattr(model, "model", None) or type(model).__name__
+    return f"{provider}:{name}" if provider else str(name)
+
+
+def _models(policies: Sequence[object]) -> dict[str, Any]:
+    """The chat models the policies call, by :func:`model_identity` (sorted)."""
+    found: dict[str, Any] = {}
+    for policy in policies:
+        model = getattr(policy, "model", None)
+        if model is not None and callable(getattr(model, "complete", None)):
+            found.setdefault(model_identity(model), model)
+    return dict(sorted(found.items()))
+
+
+def policy_model(*policies: object) -> str:
+    """The models the given policies call (:func:`model_identity`, sorted and comma-joined),
+    or ``""`` when none calls a model (the model-free bundles)."""
+    return ",".join(_models(policies))
 
 
 def insufficient_categories(counts: Mapping[str, int]) -> dict[str, int]:
@@ -82,6 +109,9 @@ class FitnessRecord(BaseModel):
     verdict: Verdict
     gates: tuple[GateResult, ...]
     category_counts: dict[str, int] = Field(default_factory=dict)
+    policy_model: str = ""
+    """The model the bundle's policies called (:func:`policy_model`); empty for a
+    model-free bundle. A result unlocks serving only with the same policy model."""
     harness_version: str
     created_at: datetime
 
@@ -131,6 +161,11 @@ _MIGRATIONS = (
     ALTER TABLE fitness_results_v2 RENAME TO fitness_results;
     CREATE INDEX fitness_results_bundle ON fitness_results (bundle_sha256, id);
     """,
+    # v3: the policy model a result was measured with. A model-backed bundle's earlier
+    # results say none, so they no longer unlock serving; model-free bundles' still do.
+    """
+    ALTER TABLE fitness_results ADD COLUMN policy_model TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 
@@ -147,6 +182,7 @@ def _row_to_record(row: Mapping[str, Any]) -> FitnessRecord:
         verdict=row["verdict"],
         gates=tuple(GateResult.model_validate(g) for g in json.loads(row["gates"])),
         category_counts=json.loads(row["category_counts"] or "{}"),
+        policy_model=str(row["policy_model"]),
         harness_version=str(row["harness_version"]),
         created_at=datetime.fromisoformat(str(row["created_at"])),
     )
@@ -163,6 +199,7 @@ def write_fitness_record(
     category_counts: Mapping[str, int],
     result_json: str,
     harness_version: str,
+    policy_model: str = "",
 ) -> FitnessRecord:
     """Store one fitness verdict with every gate value; returns the stored record."""
     _ensure_schema(store)
@@ -176,6 +213,7 @@ def write_fitness_record(
                 "verdict": verdict,
                 "gates": json.dumps([g.model_dump(mode="json") for g in gates]),
                 "category_counts": json.dumps(dict(sorted(category_counts.items()))),
+                "policy_model": policy_model,
                 "result": result_json,
                 "harness_version": harness_version,
                 "created_at": iso(w.now),
@@ -186,17 +224,24 @@ def write_fitness_record(
     return _row_to_record(row)
 
 
-def recorded_fitness(store: Store, bundle_sha256: str) -> FitnessRecord | None:
+def recorded_fitness(
+    store: Store, bundle_sha256: str, *, policy_model: str | None = None
+) -> FitnessRecord | None:
     """The newest fitness result recorded for ``bundle_sha256``, or None.
 
-    A host serving a bundle checks ``recorded_fitness(store, sha) is not None and
-    .passed``: the newest result counts, so a later failing run withdraws an earlier pass.
+    With ``policy_model`` (:func:`policy_model`; ``""`` for a model-free bundle), the newest
+    measured with that policy model: a result earned with one model says nothing about
+    another. A host serving a bundle checks ``recorded_fitness(store, sha,
+    policy_model=...) is not None and .passed``: the newest result counts, so a later
+    failing run withdraws an earlier pass.
     """
     _ensure_schema(store)
-    rows = store.query(
-        "SELECT * FROM fitness_results WHERE bundle_sha256 = ? ORDER BY id DESC LIMIT 1",
-        [bundle_sha256],
-    )
+    sql = "SELECT * FROM fitness_results WHERE bundle_sha256 = ?"
+    params: list[Any] = [bundle_sha256]
+    if policy_model is not None:
+        sql += " AND policy_model = ?"
+        params.append(policy_model)
+    rows = store.query(sql + " ORDER BY id DESC LIMIT 1", params)
     return _row_to_record(rows[0]) if rows else None
 
 
@@ -212,15 +257,20 @@ def _suggested_owner() -> str:
         return "memory-team"
 
 
-def fitness_command(store: Store, bundle_name: str | None) -> str | None:
-    """The ``retold fitness`` command that records a result for this bundle in ``store``.
+def fitness_command(
+    store: Store, bundle_name: str | None, models: Sequence[Any] = ()
+) -> str | None:
+    """The ``retold fitness`` command that records a result for this bundle in ``store``,
+    measured with ``models`` (the policies' model, named by the ``RETOLD_*`` variables the
+    command reads; its key is never printed).
 
-    None when it cannot be printed so that it works as printed: an in-memory store, or a
-    bundle without a registry name.
+    None when it cannot be printed so that it works as printed: an in-memory store, a
+    bundle without a registry name, or policies calling more than one model.
     """
-    if not bundle_name or store.location is None:
+    if not bundle_name or store.location is None or len(models) > 1:
         return None
-    parts = [
+    parts = [*(_model_env(m) for m in models)]
+    parts += [
         "retold fitness",
         f"--bundle {shlex.quote(bundle_name)}",
         f"--db {shlex.quote(store.location)}",
@@ -230,8 +280,32 @@ def fitness_command(store: Store, bundle_name: str | None) -> str | None:
     return " ".join(parts)
 
 
-def _why(record: FitnessRecord | None) -> str:
+def _model_env(model: Any) -> str:
+    """The variables ``retold fitness`` builds ``model`` from (``adapters.from_env``)."""
+    parts = []
+    provider = getattr(model, "provider", "")
+    if provider:
+        parts.append(f"RETOLD_PROVIDER={shlex.quote(provider)}")
+    base = getattr(model, "base_url", None)
+    if isinstance(base, str) and base:
+        # Scheme, host, port and path only: credentials or a query never reach a message.
+        url = urlsplit(base)
+        host = url.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if url.port is not None:
+            netloc += f":{url.port}"
+        parts.append(f"RETOLD_BASE_URL={shlex.quote(f'{url.scheme}://{netloc}{url.path}')}")
+    parts.append(f"RETOLD_MODEL={shlex.quote(str(getattr(model, 'model', '')))}")
+    return " ".join(parts)
+
+
+def _why(record: FitnessRecord | None, policy_model: str) -> str:
     if record is None:
+        if policy_model:
+            return (
+                "no fitness result measured with its policy model "
+                f"({policy_model}) is recorded in this database"
+            )
         return "no fitness result is recorded for it in this database"
     short = insufficient_categories(record.category_counts)
     if record.verdict == "insufficient" or (record.verdict == "pass" and short):
@@ -244,24 +318,40 @@ def _why(record: FitnessRecord | None) -> str:
     return f"its newest fitness result (#{record.id}) failed: " + "; ".join(failed or ["fail"])
 
 
-def require_fitness(store: Store, bundle_sha: str, *, bundle_name: str | None = None) -> None:
-    """Refuse a bundle whose newest recorded fitness result is missing, failing, or measured
-    on fewer cases than :data:`MINIMUM_CASES` (§5).
+def require_fitness(
+    store: Store,
+    bundle_sha: str,
+    *,
+    bundle_name: str | None = None,
+    policies: Sequence[object] = (),
+) -> None:
+    """Refuse a bundle whose newest recorded fitness result, measured with the model its
+    ``policies`` call (none for a model-free bundle), is missing, failing, or measured on
+    fewer cases than :data:`MINIMUM_CASES` (§5).
 
     The error names the bundle and prints the command that records a result for it in this
     store (``--review-owner`` from ``RETOLD_REVIEW_OWNER``, else the host's login name).
     """
-    record = recorded_fitness(store, bundle_sha)
+    models = _models(policies)
+    identity = ",".join(models)
+    record = recorded_fitness(store, bundle_sha, policy_model=identity)
     if record is not None and record.passed:
         return
     label = f"{bundle_name!r} ({bundle_sha[:12]})" if bundle_name else bundle_sha[:12]
-    command = fitness_command(store, bundle_name)
+    command = fitness_command(store, bundle_name, list(models.values()))
     if command is not None:
+        key = "; set RETOLD_API_KEY too if the model's server needs a key" if models else ""
         how = (
             f"record a passing result in this database with:\n    {command}\n"
             "(--review-owner names who answers for the activation review backlog; "
             f"{REVIEW_OWNER_ENV} sets it for every command; the default scenario set is the "
-            "packaged test split), "
+            f"packaged test split{key}), "
+        )
+    elif len(models) > 1:
+        how = (
+            f"its policies call several models ({identity}) and `retold fitness` measures "
+            "one: run retold._fitness.run_fitness with them and store the result with "
+            "record_fitness(), "
         )
     elif not bundle_name:
         how = (
@@ -275,6 +365,6 @@ def require_fitness(store: Store, bundle_sha: str, *, bundle_name: str | None = 
             "result in this store with record_fitness(), "
         )
     raise UnfittedBundleError(
-        f"bundle {label} may not serve live: {_why(record)}. To serve it, {how}"
+        f"bundle {label} may not serve live: {_why(record, identity)}. To serve it, {how}"
         "or run it in shadow mode (shadow=True)"
     )

@@ -13,14 +13,17 @@ import pytest
 from retold import Principal, RecordDraft, SQLiteStore, Store, UnfittedBundleError, open_store
 from retold._fitness import FitnessResult, record_fitness, run_fitness
 from retold._serving_gate import MINIMUM_CASES, recorded_fitness
-from retold.adapters import MemoryChat, OfflineResponder
+from retold.adapters import MemoryChat, OfflineResponder, OpenAIChatAdapter
 from retold.cli import _fitness as cli_fitness
 from retold.cli import main
 from retold.policy.reference import get_bundle
+from retold.testing import LoopbackServer, loopback_fixture
 
 from .test_fitness import LEGACY, _small_set
 
 BUNDLE = get_bundle("offline-reference")
+
+loopback = loopback_fixture()
 
 
 def _chat(store: Store, *, shadow: bool = False) -> MemoryChat:
@@ -225,3 +228,114 @@ def test_no_command_is_printed_where_none_would_work(tmp_path: Path) -> None:
     assert fitness_command(on_disk, None) is None
     with pytest.raises(UnfittedBundleError, match="no registry name"):
         require_fitness(on_disk, "ab" * 32)
+
+
+# -- the policy model a result was measured with -----------------------------------------
+
+REFERENCE = get_bundle("reference")
+REFERENCE_SHA = str(REFERENCE.manifest["bundle_sha256"])
+
+
+def _reference_chat(store: Store, model: str, base_url: str) -> MemoryChat:
+    adapter = OpenAIChatAdapter(model, base_url=base_url, api_key="sk-never-printed")
+    return MemoryChat.from_bundle(
+        store=store, bundle=REFERENCE, model=adapter, config=REFERENCE.config(shadow=False)
+    )
+
+
+def _reference_pass(offline: FitnessResult, policy_model: str) -> FitnessResult:
+    """An offline run's result relabelled as a sufficient pass of the reference bundle."""
+    return _sufficient_pass(offline).model_copy(
+        update={
+            "bundle": "reference",
+            "bundle_sha256": REFERENCE_SHA,
+            "offline": False,
+            "policy_model": policy_model,
+        }
+    )
+
+
+def test_a_pass_measured_with_one_model_does_not_serve_another(
+    tmp_path: Path, loopback: LoopbackServer
+) -> None:
+    """A model-backed bundle's fitness is its policies' model's: a pass recorded with model
+    B does not let the same bundle serve with model A, and the error says which model it
+    needs a result for."""
+    store = SQLiteStore(tmp_path / "host.db")
+    base = loopback.openai_base_url
+    offline = anyio.run(lambda: run_fitness(BUNDLE, _small_set(tmp_path), review_owner="team"))
+    # A result with no policy model (what rows written before it was recorded migrate to)
+    # unlocks a model-free bundle only.
+    record_fitness(store, _reference_pass(offline, ""))
+    with pytest.raises(UnfittedBundleError):
+        _reference_chat(store, "model-b", base)
+    record_fitness(store, _reference_pass(offline, "openai:model-b"))
+    with pytest.raises(UnfittedBundleError) as caught:
+        _reference_chat(store, "model-a", base)
+    message = str(caught.value)
+    assert "policy model (openai:model-a)" in message
+    assert "sk-never-printed" not in message
+    assert _reference_chat(store, "model-b", base).orchestrator is not None
+
+
+def test_the_printed_command_measures_the_serving_model(
+    tmp_path: Path,
+    loopback: LoopbackServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """For a model-backed bundle the printed command names the model through the variables
+    `retold fitness` reads; run as printed, it records a result bound to that model, after
+    which serving with it works."""
+    for name in ("RETOLD_PROVIDER", "RETOLD_BASE_URL", "RETOLD_MODEL", "RETOLD_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "host.db"
+    store = SQLiteStore(db)
+    with pytest.raises(UnfittedBundleError) as caught:
+        _reference_chat(store, "model-a", loopback.openai_base_url)
+    command = next(
+        line.strip() for line in str(caught.value).splitlines() if "retold fitness" in line
+    )
+    argv = shlex.split(command)
+    env = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    assert env == {
+        "RETOLD_PROVIDER": "openai",
+        "RETOLD_BASE_URL": loopback.openai_base_url,
+        "RETOLD_MODEL": "model-a",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    rest = argv[len(env) :]
+    assert rest[:2] == ["retold", "fitness"]
+    small = _small_set(tmp_path, per_file=1)
+    monkeypatch.setattr(cli_fitness, "default_scenarios", lambda: small)
+    real = cli_fitness._fitness.run_fitness
+
+    async def passing(*args: object, **kw: object) -> FitnessResult:
+        return _sufficient_pass(await real(*args, **kw))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_fitness._fitness, "run_fitness", passing)
+    assert main(rest[1:]) == 0
+    assert "recorded as fitness result" in capsys.readouterr().out
+    got = recorded_fitness(store, REFERENCE_SHA, policy_model="openai:model-a")
+    assert got is not None and got.passed
+    assert _reference_chat(store, "model-a", loopback.openai_base_url).orchestrator is not None
+
+
+def test_the_printed_base_url_carries_no_credentials(tmp_path: Path) -> None:
+    """The command names the model's server by scheme, host, port and path only."""
+    from retold._serving_gate import fitness_command
+
+    class Model:
+        provider = "openai"
+        model = "m"
+        base_url = "https://user:secret@llm.internal:8443/v1?api-key=also-secret"
+
+        async def complete(self, *args: object, **kw: object) -> None: ...
+
+    command = fitness_command(SQLiteStore(tmp_path / "h.db"), "reference", [Model()])
+    assert command is not None
+    assert command.startswith(
+        "RETOLD_PROVIDER=openai RETOLD_BASE_URL=https://llm.internal:8443/v1 RETOLD_MODEL=m "
+    )
+    assert "secret" not in command

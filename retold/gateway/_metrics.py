@@ -137,6 +137,8 @@ class CountingModel:
         self._inner = inner
         self._metrics = metrics
         self.model = getattr(inner, "model", "upstream")
+        self.provider: str = getattr(inner, "provider", "")
+        self.base_url: str | None = getattr(inner, "base_url", None)
         self.supports_tools = getattr(inner, "supports_tools", True)
         self.max_temperature: float = getattr(inner, "max_temperature", 2.0)
 
