@@ -46,7 +46,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--bundle",
         required=True,
-        help="policy bundle name (offline-reference: no model; reference: needs a model)",
+        help=(
+            "policy bundle name (offline-reference and local: no model; reference: the "
+            "model named by RETOLD_PROVIDER, RETOLD_BASE_URL, RETOLD_MODEL and "
+            "RETOLD_API_KEY, which the recorded result is bound to)"
+        ),
     )
     p.add_argument("--db", help=f"the host's store (with --record): {DB_HELP}")
     p.add_argument(
