@@ -159,6 +159,10 @@ _AUDIT_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX search_log_scope ON search_log (tenant, principal, session_id, turn_index);
     """,
+    # The models the gap and admission policies called (§6), beside the serving model.
+    """
+    ALTER TABLE turn_decisions ADD COLUMN policy_model TEXT;
+    """,
 )
 
 #: Decisions (with their searches and labels) one prune transaction deletes: the turn
@@ -587,6 +591,7 @@ def _decision_row(decision: TurnMemoryDecision, write_ms: float) -> tuple[dict[s
         "gap_policy": d.gap_policy_id,
         "admission_policy": d.admission_policy_id,
         "serving_model": d.serving_model,
+        "policy_model": d.policy_model,
         "bundle_retrieval_verified": int(d.bundle_retrieval_verified),
         "config_sha256": config_sha,
         "draft_sha256": _digest(d.draft_sha256),

@@ -218,6 +218,9 @@ class TurnMemoryDecision(BaseModel):
             write (a running estimate of its latency); the path gets the rest.
         regeneration_estimate_ms: this turn's draft latency, the regeneration estimate.
         stage_timeouts_ms: the effective (clamped) timeout of each stage that ran.
+        serving_model / policy_model: the model that wrote the answer, and the models the
+            gap and admission policies call (``provider:model``, sorted and comma-joined;
+            None for model-free policies), as §6 records them.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -249,6 +252,7 @@ class TurnMemoryDecision(BaseModel):
     gap_policy_id: str | None
     admission_policy_id: str | None
     serving_model: str | None
+    policy_model: str | None = None
     bundle_retrieval_verified: bool
     config: dict[str, Any]
     draft_sha256: str | None
@@ -750,6 +754,9 @@ class UtilityAwareOrchestrator:
         self._snapshot = cfg.snapshot()
         self._gap_id = _identity(self.gap_policy)
         self._admission_id = _identity(self.admission_policy)
+        self._policy_model = (
+            _serving_gate.policy_model(self.gap_policy, self.admission_policy) or None
+        )
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
@@ -1595,6 +1602,7 @@ class UtilityAwareOrchestrator:
             gap_policy_id=self._gap_id,
             admission_policy_id=self._admission_id,
             serving_model=self.serving_model,
+            policy_model=self._policy_model,
             bundle_retrieval_verified=self.bundle.retrieval_verified,
             config=dict(self._snapshot),
             draft_sha256=_sha256(t.draft),

@@ -100,6 +100,7 @@ async def test_decision_row_holds_ids_and_timings_not_bodies(
     assert row["gap_policy"] == "scripted-gap@1"
     assert row["admission_policy"] == "scripted-admission@1"
     assert row["serving_model"] == "model-x@2026-01"
+    assert row["policy_model"] is None  # scripted policies call no model
     assert row["regeneration_estimate_ms"] == decision.regeneration_estimate_ms
     assert row["draft_ms"] is not None and row["total_ms"] is not None
     assert row["config"]["gap_enabled"] is True

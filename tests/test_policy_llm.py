@@ -662,5 +662,6 @@ async def test_reference_bundle_serves_through_the_orchestrator(
         )
     assert decision.disposition is disposition
     assert orchestrator.bundle.retrieval_verified
+    assert decision.policy_model == f"openai:{model.model}"  # §6: the policies' model
     judged = json.dumps(request_body(loopback, 1))
     assert quote_text(stored.text)[1:-1] in judged
