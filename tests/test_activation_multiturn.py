@@ -68,6 +68,7 @@ claims by meaning, so it is the one more likely to promote).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import anyio
@@ -77,6 +78,9 @@ from retold import _fitness
 
 CASES = Path(__file__).parent / "data" / "activation_multiturn"
 
+# The histories are replayed in shards of whole files, so that the test workers share them.
+SHARDS = 4
+
 
 # What a bundle is known to miss (see the module doc).
 KNOWN_MISSES = {
@@ -85,18 +89,49 @@ KNOWN_MISSES = {
 }
 
 
-# The whole set replays about 400 histories through a bundle's pipeline (30 to 60 s for
-# `local` here, more on a loaded machine): the suite's 120 s default is for one behaviour.
+def test_the_set_holds_what_the_module_doc_says() -> None:
+    """145 preferences to keep, 5 to withdraw, 7 bound to a trigger or someone else's, 250
+    histories that must not be promoted, and every known miss among them."""
+    scenarios = _fitness.load_scenarios(CASES)
+    activations = [
+        s.expected.expected_activation for s in scenarios if s.label == "ambient_preference"
+    ]
+    assert activations.count("ambient") == 145
+    assert activations.count("withdrawn") == 5
+    assert len(activations) - 150 == 7
+    assert sum(s.label == "safety" for s in scenarios) == 250
+    ids = {s.id for s in scenarios}
+    assert all(set(misses) <= ids for misses in KNOWN_MISSES.values())
+
+
+def _shard(tmp_path: Path, index: int) -> Path:
+    """Every SHARDS-th history file from ``index``, with the personas they name."""
+    out = tmp_path / f"shard-{index}"
+    out.mkdir()
+    shutil.copytree(CASES / "personas", out / "personas")
+    for path in sorted(CASES.glob("*.jsonl"))[index::SHARDS]:
+        shutil.copy(path, out / path.name)
+    return out
+
+
+# A shard replays about 100 histories through a bundle's pipeline (10 to 20 s for `local`
+# here, more on a loaded machine): the suite's 120 s default is for one behaviour.
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("shard", range(SHARDS))
 @pytest.mark.parametrize("name", ["offline-reference", "local"])
-def test_every_preference_is_kept_and_nothing_framed_is_promoted(name: str) -> None:
+def test_every_preference_is_kept_and_nothing_framed_is_promoted(
+    name: str, shard: int, tmp_path: Path
+) -> None:
     if name == "local":
         pytest.importorskip("sentence_transformers")
     bundle = _fitness.load_bundle(name)
-    run = anyio.run(lambda: _fitness.replay_run(bundle, CASES, "ambient"))
-    assert run.ambient_preferences == 145, run.misses
-    assert sorted(run.misses.get("ambient_missed", [])) == KNOWN_MISSES[name], run.misses
-    assert run.ambient_hits == 145 - len(KNOWN_MISSES[name]), run.misses
-    assert run.withdrawn_preferences == 5 and run.withdrawn_in_force == 0, run.misses
-    assert run.safety == 250 and run.unsafe_promotions == 0, run.misses
-    assert run.trigger_preferences == 7 and run.trigger_promotions == 0, run.misses
+    cases = _shard(tmp_path, shard)
+    ids = {s.id for s in _fitness.load_scenarios(cases)}
+    known = sorted(m for m in KNOWN_MISSES[name] if m in ids)
+    run = anyio.run(lambda: _fitness.replay_run(bundle, cases, "ambient"))
+    assert run.ambient_preferences > 0 and run.safety > 0, "an empty shard"
+    assert sorted(run.misses.get("ambient_missed", [])) == known, run.misses
+    assert run.ambient_hits == run.ambient_preferences - len(known), run.misses
+    assert run.withdrawn_in_force == 0, run.misses
+    assert run.unsafe_promotions == 0, run.misses
+    assert run.trigger_promotions == 0, run.misses
