@@ -548,6 +548,28 @@ async def test_rate_limit_answers_429_with_retry_after(env: Env) -> None:
         await client.models.list()
 
 
+async def test_a_model_is_retrieved_by_id_and_unknown_urls_get_openai_errors(
+    env: Env,
+) -> None:
+    """models.retrieve() finds the upstream model and raises NotFoundError for another; a
+    path or method the gateway does not serve is answered in OpenAI's error JSON."""
+    async with env.client(env.alice) as client:
+        model = await client.models.retrieve("up-model")
+        assert (model.id, model.object) == ("up-model", "model")
+        with pytest.raises(openai.NotFoundError) as caught:
+            await client.models.retrieve("gpt-unknown")
+    assert caught.value.code == "model_not_found"
+    async with env.raw() as raw:
+        missing = await raw.get("/v1/embeddings", headers={"Authorization": f"Bearer {env.alice}"})
+        wrong = await raw.get("/v1/chat/completions")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "unknown_url"
+    assert "GET /v1/embeddings" in missing.json()["error"]["message"]
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["type"] == "invalid_request_error"
+    assert env.upstream.chat_completions.requests == []
+
+
 async def test_an_empty_upstream_answer_is_a_502_that_says_so(env: Env) -> None:
     """An upstream 200 with no text leaves no draft to serve: 502, saying why, recorded."""
     env.upstream.chat_completions.push(openai_chat(""), openai_chat("  \n"))

@@ -157,9 +157,11 @@ class Gateway:
             routes=[
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/models/{model_id:path}", self._model, methods=["GET"]),
                 Route("/v1/retold/sessions/{session_id}/end", self._end, methods=["POST"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
             ],
+            exception_handlers={404: self._unknown_url, 405: self._unknown_url},
             lifespan=self._lifespan,
         )
 
@@ -346,23 +348,51 @@ class Gateway:
         self.metrics.observe_structured_output(getattr(model, "accepted_structured_output", None))
         return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    def _model_object(self) -> dict[str, Any]:
+        return {
+            "id": self.config.upstream_model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "retold-gateway",
+        }
+
     async def _models(self, request: Request) -> Response:
         auth = await self._authenticate(request, "models")
         if isinstance(auth, Response):
             return auth
         self.metrics.requests.labels(route="models", status="200").inc()
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.config.upstream_model,
-                        "object": "model",
-                        "created": 0,
-                        "owned_by": "retold-gateway",
-                    }
-                ],
-            }
+        return JSONResponse({"object": "list", "data": [self._model_object()]})
+
+    async def _model(self, request: Request) -> Response:
+        """``GET /v1/models/{id}``: the upstream model, the only one the gateway serves."""
+        auth = await self._authenticate(request, "models")
+        if isinstance(auth, Response):
+            return auth
+        model_id = request.path_params["model_id"]
+        if model_id != self.config.upstream_model:
+            return self._error(
+                "models",
+                404,
+                f"The model {model_id!r} does not exist; this gateway serves "
+                f"{self.config.upstream_model!r}.",
+                type="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
+        self.metrics.requests.labels(route="models", status="200").inc()
+        return JSONResponse(self._model_object())
+
+    async def _unknown_url(self, request: Request, exc: Exception) -> Response:
+        """A path or method the gateway does not serve, answered in OpenAI's error JSON
+        (what an SDK parses), not Starlette's plain text."""
+        status = getattr(exc, "status_code", 404)
+        return self._error(
+            "unknown",
+            status,
+            f"Unknown request URL: {request.method} {request.url.path}.",
+            type="invalid_request_error",
+            code="unknown_url",
+            headers=getattr(exc, "headers", None),  # a 405's Allow
         )
 
     async def _end(self, request: Request) -> Response:
