@@ -27,6 +27,7 @@ from retold._audit import AuditLog
 from retold._keys import KeyFile
 from retold.adapters import RetryPolicy
 from retold.gateway import (
+    BUDGET_HEADER,
     DECISION_HEADER,
     SESSION_HEADER,
     Gateway,
@@ -152,6 +153,42 @@ async def test_non_streaming_answer_with_decision_header(env: Env) -> None:
     sent = env.upstream.chat_completions.requests[0].json
     assert sent["model"] == "up-model"
     assert sent["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
+@pytest.mark.parametrize(("header", "budget"), [("0", 0), (" 250 ", 250), (None, None)])
+async def test_the_latency_budget_header_is_the_turns_budget(
+    env: Env, header: str | None, budget: int | None
+) -> None:
+    """X-Retold-Latency-Budget-Ms is the turn's latency_budget_ms (0: the draft and the
+    profile only, no gap planning), recorded in its decision."""
+    extra = {} if header is None else {BUDGET_HEADER: header}
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}", **extra},
+            json={"messages": [{"role": "user", "content": "What was my dentist's name?"}]},
+        )
+    assert response.status_code == 200
+    [row] = AuditLog(env.store).decision_rows(principal="alice")
+    assert row["requested_budget_ms"] == budget
+    if budget == 0:
+        assert row["disposition"] == "baseline_budget_exhausted"
+
+
+# b"\xb2" is "²" in Latin-1, which str.isdigit() takes for a digit and int() refuses.
+@pytest.mark.parametrize("header", ["-1", "abc", "1.5", b"\xb2", "9" * 30, "3600001", ""])
+async def test_a_bad_latency_budget_header_is_a_400_naming_it(
+    env: Env, header: str | bytes
+) -> None:
+    async with env.raw() as raw:
+        response = await raw.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {env.alice}", BUDGET_HEADER: header},
+            json={"messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == BUDGET_HEADER
+    assert AuditLog(env.store).decision_rows() == []
 
 
 @BOTH_BACKENDS

@@ -55,7 +55,7 @@ from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics, TurnUsage
 from ._sessions import resolve_session
 from ._wire import ChatRequest, error_body, parse_chat_request, sse_chunks
 
-__all__ = ["DECISION_HEADER", "SESSION_HEADER", "Gateway", "GatewayConfig"]
+__all__ = ["BUDGET_HEADER", "DECISION_HEADER", "SESSION_HEADER", "Gateway", "GatewayConfig"]
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +63,11 @@ _KEYS_TIMEOUT_S = 5.0  # reading the keys file is local; past this the disk is i
 
 DECISION_HEADER = "X-Retold-Decision"
 SESSION_HEADER = "X-Retold-Session"
+#: A request's latency budget (``TurnOptions.latency_budget_ms``): what the client accepts
+#: beyond the draft, in milliseconds (0: the draft and the ambient profile only).
+BUDGET_HEADER = "X-Retold-Latency-Budget-Ms"
+#: The largest budget the header takes (an hour); a larger one is a client's mistake.
+_MAX_BUDGET_MS = 3_600_000
 
 
 class GatewayConfig(BaseModel):
@@ -329,8 +334,8 @@ class Gateway:
 
     async def _body(self, request: Request) -> bytes:
         cap = self.config.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
+        declared = _whole_number(request.headers.get("content-length"))
+        if declared is not None and declared > cap:
             raise _TooLarge(cap)
         chunks: list[bytes] = []
         size = 0
@@ -424,6 +429,7 @@ class Gateway:
                 raise InvalidInputError(
                     "temperature", f"must be between 0 and {hottest:g} for this gateway's upstream"
                 )
+            budget_ms = _budget(request.headers.get(BUDGET_HEADER))
             session_id = request.headers.get(SESSION_HEADER) or None
             if session_id is not None:
                 try:
@@ -444,7 +450,7 @@ class Gateway:
         try:
             if session_id is None:
                 session_id = await self._default_session(scope, chat_request)
-            reply, usage = await self._turn(scope, session_id, chat_request)
+            reply, usage = await self._turn(scope, session_id, chat_request, budget_ms)
         except _Upstream as exc:
             headers = {SESSION_HEADER: session_id} if session_id is not None else {}
             if exc.decision_id is not None:
@@ -537,7 +543,7 @@ class Gateway:
         return session_id
 
     async def _turn(
-        self, scope: Principal, session_id: str, req: ChatRequest
+        self, scope: Principal, session_id: str, req: ChatRequest, budget_ms: int | None
     ) -> tuple[ChatReply, TurnUsage]:
         await self._await_ends(scope)
         key = (scope.tenant, scope.principal, session_id)
@@ -557,7 +563,9 @@ class Gateway:
                             req.turn,
                             public_context=req.public_context,
                             options=TurnOptions(
-                                max_tokens=req.max_tokens, temperature=req.temperature
+                                latency_budget_ms=budget_ms,
+                                max_tokens=req.max_tokens,
+                                temperature=req.temperature,
                             ),
                         )
                 except TimeoutError:
@@ -619,6 +627,29 @@ class Gateway:
         ]
         if turns:
             await anyio.to_thread.run_sync(_write_turns, store, scope, turns, since)
+
+
+def _whole_number(value: str | None) -> int | None:
+    """A header holding ASCII digits only, as an int (None: absent or not such a number;
+    a value too long for any limit here counts as huge, not as an error)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text and text.isascii() and text.isdigit()):
+        return None
+    return int(text) if len(text) <= 18 else 10**18
+
+
+def _budget(value: str | None) -> int | None:
+    """The ``X-Retold-Latency-Budget-Ms`` header as milliseconds (None: not sent)."""
+    if value is None:
+        return None
+    budget = _whole_number(value)
+    if budget is None or budget > _MAX_BUDGET_MS:
+        raise InvalidInputError(
+            BUDGET_HEADER, f"must be a whole number of milliseconds from 0 to {_MAX_BUDGET_MS}"
+        )
+    return budget
 
 
 class _TooLarge(Exception):
