@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -377,7 +378,11 @@ class MemoryChat:
         """
         scope, session_id, text = check_chat_turn(scope, session_id, text, public_context, options)
         now = self.store.clock()
-        history = await anyio.to_thread.run_sync(self.store.turns, scope, session_id)
+        # Only the turns sent with the request (and the newest, for the next index): a long
+        # session costs the same read as a short one.
+        history = await anyio.to_thread.run_sync(
+            partial(self.store.turns, scope, session_id, last=max(self.history_turns, 1))
+        )
         turn_index = history[-1].turn_index + 1 if history else 0
         user_turn = TranscriptTurn(
             session_id=session_id,

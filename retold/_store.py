@@ -616,7 +616,9 @@ class Store(Protocol):
 
     def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None: ...
 
-    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]: ...
+    def turns(
+        self, scope: Principal, session_id: str, *, last: int | None = None
+    ) -> list[TranscriptTurn]: ...
 
     def next_turn_index(self, scope: Principal, session_id: str) -> int: ...
 
@@ -1206,9 +1208,23 @@ class _SharedStoreOps:
         w.step(f"turn_{clean.role.value}")
         return clean
 
-    def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
+    def turns(
+        self, scope: Principal, session_id: str, *, last: int | None = None
+    ) -> list[TranscriptTurn]:
+        """The session's transcript, oldest first; with ``last``, only its newest ``last``
+        turns (one indexed read, however long the session has grown)."""
         session_id = scope_id("session_id", session_id)
-        return self._turns(scope, "session_id = ?", [session_id])
+        if last is None:
+            return self._turns(scope, "session_id = ?", [session_id])
+        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+            raise InvalidInputError("last", "must be an int >= 0 or None")
+        rows = self.query(
+            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
+            "WHERE tenant = ? AND principal = ? AND session_id = ? "
+            "ORDER BY turn_index DESC LIMIT ?",
+            [scope.tenant, scope.principal, session_id, last],
+        )
+        return [TranscriptTurn.model_validate(row) for row in reversed(rows)]
 
     def next_turn_index(self, scope: Principal, session_id: str) -> int:
         session_id = scope_id("session_id", session_id)
@@ -1788,8 +1804,10 @@ class AsyncStore:
     async def add_turn(self, scope: Principal, turn: TranscriptTurn) -> TranscriptTurn:
         return await self.run(self.sync.add_turn, scope, turn)
 
-    async def turns(self, scope: Principal, session_id: str) -> list[TranscriptTurn]:
-        return await self.run(self.sync.turns, scope, session_id)
+    async def turns(
+        self, scope: Principal, session_id: str, *, last: int | None = None
+    ) -> list[TranscriptTurn]:
+        return await self.run(self.sync.turns, scope, session_id, last=last)
 
     async def append_event(self, scope: Principal, type: str, **kw: Any) -> None:
         await self.run(self.sync.append_event, scope, type, **kw)

@@ -214,6 +214,24 @@ def test_turn_options_name_a_bad_sampling_option(options: dict[str, Any], field:
 
 
 @pytest.mark.anyio
+async def test_a_long_session_sends_its_newest_turns_and_counts_on(store: SQLiteStore) -> None:
+    """The model gets the session's newest ``history_turns`` turns, in order, and the turn
+    is written at the session's next index."""
+    seen: list[list[str]] = []
+
+    def model(messages: Sequence[ChatMessage]) -> str:
+        seen.append([m.content or "" for m in messages if m.role != "system"])
+        return f"re {messages[-1].content}"
+
+    chat = make_chat(store, model=model, memory_mode="off", history_turns=3)
+    for i in range(6):
+        reply = await chat.turn(MAYA, "s1", f"message {i}")
+        assert reply.turn_index == 2 * i
+    assert seen[-1] == ["re message 3", "message 4", "re message 4", "message 5"]
+    assert [t.turn_index for t in store.turns(MAYA, "s1")] == list(range(12))
+
+
+@pytest.mark.anyio
 async def test_tool_loop_is_bounded(
     store: SQLiteStore, loopback: LoopbackServer, adapter: OpenAIChatAdapter
 ) -> None:

@@ -35,6 +35,7 @@ from retold.gateway import (
     build_gateway,
     default_session_id,
 )
+from retold.gateway import _app as gateway_app
 from retold.gateway._sessions import FORK_WINDOW, resolve_session
 from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
 
@@ -215,16 +216,16 @@ async def test_history_resent_during_an_erasure_is_recorded_without_its_words(
 ) -> None:
     """A call whose principal is erased while it records the client's earlier messages
     records their positions only; its turn, begun after the erasure, is recorded as usual."""
-    read = env.store.turns
+    read = gateway_app._held_and_next
     erased: list[object] = []
 
-    def turns_then_erase(scope: Principal, session_id: str) -> list[TranscriptTurn]:
-        held = read(scope, session_id)
+    def read_then_erase(store: Store, scope: Principal, session_id: str) -> tuple[int, int]:
+        held = read(store, scope, session_id)
         if not erased:  # the operator erases alice while the gateway records her history
             erased.append(erase_principal(env.store, ALICE))
         return held
 
-    monkeypatch.setattr(env.store, "turns", turns_then_erase)
+    monkeypatch.setattr(gateway_app, "_held_and_next", read_then_erase)
     messages = [
         {"role": "user", "content": "my locker is number 4417 at the Quetzal gym"},
         {"role": "assistant", "content": "noted"},
@@ -235,7 +236,7 @@ async def test_history_resent_during_an_erasure_is_recorded_without_its_words(
             model="m", messages=messages, extra_headers={"X-Retold-Session": "s-erase"}
         )  # type: ignore[arg-type]
     assert erased
-    stored = read(ALICE, "s-erase")
+    stored = env.store.turns(ALICE, "s-erase")
     assert [t.text for t in stored] == ["", "", "new question", "echo: new question"]
     assert [t.turn_index for t in stored] == [0, 1, 2, 3]
 

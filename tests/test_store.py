@@ -201,6 +201,25 @@ def test_turn_index_written_once(store: Store, alice: Principal, clock: FixedClo
     assert store.turns(alice, "s1") == [turn]
 
 
+def test_the_newest_turns_of_a_session(store: Store, alice: Principal, clock: FixedClock) -> None:
+    """turns(..., last=N) is the session's newest N turns, oldest first; this session's only."""
+    for i in range(7):
+        for session in ("s1", "s2"):
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            turn = TranscriptTurn(
+                session_id=session, turn_index=i, role=role, text=f"{session}-{i}", time=clock()
+            )
+            store.add_turn(alice, turn)
+    assert [t.text for t in store.turns(alice, "s1", last=3)] == ["s1-4", "s1-5", "s1-6"]
+    assert store.turns(alice, "s1", last=0) == []
+    assert store.turns(alice, "s1", last=50) == store.turns(alice, "s1")
+    assert store.turns(alice, "nothing-here", last=2) == []
+    for bad in (-1, True, 2.0):
+        with pytest.raises(InvalidInputError) as err:
+            store.turns(alice, "s1", last=bad)  # type: ignore[arg-type]
+        assert err.value.field == "last"
+
+
 @pytest.mark.parametrize("step", ["record_inserted", "fts_indexed", "superseded", "before_commit"])
 def test_failed_write_leaves_database_unchanged(
     tmp_path: Path,

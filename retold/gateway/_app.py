@@ -48,6 +48,7 @@ from retold._errors import AdapterHTTPError, InvalidInputError, PolicyError, Ret
 from retold._keys import ApiKeyEntry, KeyFile
 from retold._orchestrator import TurnOptions
 from retold._records import Principal, Role, TranscriptTurn, _scope_id
+from retold._store import Store
 from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 
 from ._limits import TokenBuckets
@@ -588,7 +589,7 @@ class Gateway:
         """The decision row a failed turn wrote (the draft failure is logged before raising)."""
 
         def find() -> str | None:
-            turns = self.chat.store.turns(scope, session_id)
+            turns = self.chat.store.turns(scope, session_id, last=1)
             if not turns or turns[-1].role is not Role.USER:
                 return None
             rows = AuditLog(self.chat.store).decision_rows(
@@ -611,9 +612,7 @@ class Gateway:
             return
         store = self.chat.store
         since = store.clock()
-        stored = await anyio.to_thread.run_sync(store.turns, scope, session_id)
-        held = sum(1 for t in stored if t.role in (Role.USER, Role.ASSISTANT))
-        first = stored[-1].turn_index + 1 if stored else 0
+        held, first = await anyio.to_thread.run_sync(_held_and_next, store, scope, session_id)
         turns = [
             TranscriptTurn(
                 session_id=session_id,
@@ -627,6 +626,18 @@ class Gateway:
         ]
         if turns:
             await anyio.to_thread.run_sync(_write_turns, store, scope, turns, since)
+
+
+def _held_and_next(store: Store, scope: Principal, session_id: str) -> tuple[int, int]:
+    """How many user and assistant messages the session holds, and its next turn index (one
+    aggregate read, however long the session)."""
+    rows = store.query(
+        "SELECT COUNT(CASE WHEN role IN ('user', 'assistant') THEN 1 END) AS held, "
+        "COALESCE(MAX(turn_index) + 1, 0) AS next_index FROM transcript_turns "
+        "WHERE tenant = ? AND principal = ? AND session_id = ?",
+        [scope.tenant, scope.principal, session_id],
+    )
+    return int(rows[0]["held"]), int(rows[0]["next_index"])
 
 
 def _whole_number(value: str | None) -> int | None:
