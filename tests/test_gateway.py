@@ -693,38 +693,6 @@ async def test_the_clients_temperature_and_token_cap_reach_the_upstream(env: Env
     assert "temperature" not in second and "max_tokens" not in second
 
 
-async def test_an_anthropic_upstream_refuses_a_temperature_above_one(
-    tmp_path: Path, loopback: LoopbackServer
-) -> None:
-    """Anthropic takes 0 to 1: a client's 1.5 is a 400 naming the field, with no turn."""
-    store = SQLiteStore(tmp_path / "g.db")
-    keys = KeyFile(tmp_path / "keys.json")
-    key, _ = keys.add("acme", "alice")
-    gateway = build_gateway(
-        store=store,
-        keys=keys,
-        bundle="offline-reference",
-        live=False,
-        upstream_base_url=loopback.anthropic_base_url,
-        upstream_model="claude-test",
-        upstream_provider="anthropic",
-        upstream_api_key=UPSTREAM_KEY,
-    )
-    async with gateway:
-        async with httpx2.AsyncClient(
-            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gateway.test"
-        ) as raw:
-            body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 1.5}
-            response = await raw.post(
-                "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, json=body
-            )
-    store.close()
-    assert response.status_code == 400
-    assert response.json()["error"]["param"] == "temperature"
-    assert "between 0 and 1 " in response.json()["error"]["message"]
-    assert loopback.messages.requests == []
-
-
 async def test_usage_is_what_the_turn_cost_upstream(env: Env) -> None:
     """`usage` carries the tokens the upstream reported for the turn's calls, and /metrics
     adds them up by kind."""
@@ -774,6 +742,11 @@ async def test_streamed_usage_comes_last_and_only_when_asked(env: Env) -> None:
     assert all("usage" not in json.loads(e) for e in events[:-1])
 
 
+def _one_message(**fields: Any) -> bytes:
+    """A request body with one user message and ``fields``."""
+    return json.dumps({"messages": [{"role": "user", "content": "x"}], **fields}).encode()
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param"),
     [
@@ -796,49 +769,12 @@ async def test_streamed_usage_comes_last_and_only_when_asked(env: Env) -> None:
             "tools",
         ),
         (b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}', 413, None),
+        (_one_message(stream_options={"include_usage": True}), 400, "stream_options"),
+        (_one_message(temperature=2.5), 400, "temperature"),
+        (_one_message(max_tokens=10, max_completion_tokens=10), 400, "max_tokens"),
+        (_one_message(max_completion_tokens=0), 400, "max_completion_tokens"),
         (
-            json.dumps(
-                {
-                    "messages": [{"role": "user", "content": "x"}],
-                    "stream_options": {"include_usage": True},
-                }
-            ).encode(),
-            400,
-            "stream_options",
-        ),
-        (
-            json.dumps(
-                {"messages": [{"role": "user", "content": "x"}], "temperature": 2.5}
-            ).encode(),
-            400,
-            "temperature",
-        ),
-        (
-            json.dumps(
-                {
-                    "messages": [{"role": "user", "content": "x"}],
-                    "max_tokens": 10,
-                    "max_completion_tokens": 10,
-                }
-            ).encode(),
-            400,
-            "max_tokens",
-        ),
-        (
-            json.dumps(
-                {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}
-            ).encode(),
-            400,
-            "max_completion_tokens",
-        ),
-        (
-            json.dumps(
-                {
-                    "messages": [{"role": "user", "content": "x"}],
-                    "stream": True,
-                    "stream_options": {"include_usage": "yes"},
-                }
-            ).encode(),
+            _one_message(stream=True, stream_options={"include_usage": "yes"}),
             400,
             "stream_options.include_usage",
         ),
@@ -958,7 +894,8 @@ def _db_bytes(directory: Path) -> bytes:
 
 
 async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> None:
-    """--upstream-provider anthropic speaks the Messages API upstream and OpenAI to the client."""
+    """--upstream-provider anthropic speaks the Messages API upstream and OpenAI to the
+    client; a temperature above Anthropic's 1 is a 400 naming the field, with no call."""
     keys = KeyFile(tmp_path / "keys.json")
     key, _ = keys.add("acme", "alice")
     store = SQLiteStore(tmp_path / "a.db")
@@ -983,9 +920,15 @@ async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> N
             completion = await client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi there"}]
             )
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "again"}], temperature=1.5
+                )
     assert completion.choices[0].message.content == "echo: hi there"
-    sent = loopback.messages.requests[0]
+    [sent] = loopback.messages.requests
     assert sent.headers["x-api-key"] == UPSTREAM_KEY
+    assert caught.value.param == "temperature"
+    assert "between 0 and 1 " in caught.value.message
     store.close()
 
 
