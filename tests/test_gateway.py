@@ -96,9 +96,10 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _gateway(
-    store: Store, keys: KeyFile, loopback: LoopbackServer, clock: FakeMonotonic
+    store: Store, keys: KeyFile, loopback: LoopbackServer, clock: FakeMonotonic, **kw: Any
 ) -> Gateway:
-    """The tests' gateway over ``store``: offline-reference bundle, shadow mode, tight limits."""
+    """The tests' gateway over ``store``: offline-reference bundle, shadow mode, tight limits
+    (``kw``: more build_gateway arguments)."""
     return build_gateway(
         store=store,
         keys=keys,
@@ -119,6 +120,7 @@ def _gateway(
         ),
         clock=clock,
         wall_clock=lambda: 1767225600.0,
+        **kw,
     )
 
 
@@ -174,6 +176,33 @@ async def test_the_latency_budget_header_is_the_turns_budget(
     assert row["requested_budget_ms"] == budget
     if budget == 0:
         assert row["disposition"] == "baseline_budget_exhausted"
+
+
+async def test_the_servers_default_budget_gives_way_to_the_requests(
+    tmp_path: Path, loopback: LoopbackServer
+) -> None:
+    """build_gateway(latency_budget_ms=0) (--latency-budget-ms) is every turn's budget unless
+    the request sends X-Retold-Latency-Budget-Ms."""
+    store = SQLiteStore(tmp_path / "g.db")
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    question = {"messages": [{"role": "user", "content": "What was my dentist's name?"}]}
+    async with _gateway(store, keys, loopback, FakeMonotonic(), latency_budget_ms=0) as gateway:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gw"
+        ) as raw:
+            for extra in ({}, {BUDGET_HEADER: "500"}):
+                response = await raw.post(
+                    "/v1/chat/completions",
+                    headers={"Authorization": f"Bearer {key}", **extra},
+                    json=question,
+                )
+                assert response.status_code == 200
+    first, second = AuditLog(store).decision_rows(principal="alice")
+    store.close()
+    assert (first["requested_budget_ms"], first["effective_budget_ms"]) == (None, 0)
+    assert first["disposition"] == "baseline_budget_exhausted"
+    assert (second["requested_budget_ms"], second["effective_budget_ms"]) == (500, 500)
 
 
 # b"\xb2" is "²" in Latin-1, which str.isdigit() takes for a digit and int() refuses.

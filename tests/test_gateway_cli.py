@@ -34,8 +34,9 @@ def _serve(tmp_path: Path, *extra: str) -> list[str]:
         (("--rate-limit-rps", "0"), "rate_limit_rps"),
         (("--upstream-timeout-s", "0"), "upstream-timeout-s"),
         (("--policy-timeout-ms", "-1"), "policy-timeout-ms"),
+        (("--latency-budget-ms", "-5"), "latency-budget-ms"),
     ],
-    ids=["live-unfitted", "port", "rate", "upstream-timeout", "policy-timeout"],
+    ids=["live-unfitted", "port", "rate", "upstream-timeout", "policy-timeout", "budget"],
 )
 def test_bad_start_up_input_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], needle: str

@@ -24,7 +24,9 @@ def register(sub: Any) -> None:
     )
     add_db(p)
     p.add_argument("--keys", required=True, help="the client keys file (retold keys add)")
-    p.add_argument("--bundle", required=True, help="policy bundle (offline-reference, reference)")
+    p.add_argument(
+        "--bundle", required=True, help="policy bundle (offline-reference, local, reference)"
+    )
     p.add_argument(
         "--live",
         action="store_true",
@@ -49,6 +51,12 @@ def register(sub: Any) -> None:
         type=int,
         help="gap and admission policy timeout, ms (default: the bundle's 2000; raise it for "
         "a slow local model serving the model-backed bundle)",
+    )
+    p.add_argument(
+        "--latency-budget-ms",
+        type=int,
+        help="each turn's latency budget beyond the draft, ms, unless the request sends "
+        "X-Retold-Latency-Budget-Ms (default: the bundle's; 0: no gap planning)",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
@@ -116,6 +124,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise InvalidInputError("upstream-timeout-s", "must be > 0")
     if args.policy_timeout_ms is not None and args.policy_timeout_ms <= 0:
         raise InvalidInputError("policy-timeout-ms", "must be > 0")
+    if args.latency_budget_ms is not None and args.latency_budget_ms < 0:
+        raise InvalidInputError("latency-budget-ms", "must be >= 0")
     keys = KeyFile(args.keys)
     keys.entries()  # a broken keys file is a start-up error, not a 500 per request
     api_key = os.environ.get(UPSTREAM_KEY_ENV) or None
@@ -131,6 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
             upstream_api_key=api_key,
             upstream_timeout_s=args.upstream_timeout_s,
             policy_timeout_ms=args.policy_timeout_ms,
+            latency_budget_ms=args.latency_budget_ms,
             config=config,
         )
         mode = "live" if args.live else "shadow"

@@ -38,6 +38,7 @@ def build_gateway(
     upstream_timeout_s: float = 60.0,
     upstream_retry: RetryPolicy | None = None,
     policy_timeout_ms: int | None = None,
+    latency_budget_ms: int | None = None,
     config: GatewayConfig | None = None,
     http_client: httpx.AsyncClient | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -49,7 +50,8 @@ def build_gateway(
     recorded in ``store`` (``retold fitness --bundle NAME --db DB --record``).
     ``policy_timeout_ms`` replaces the bundle's gap and admission timeouts (a slow local
     model needs more than the default 2 s, or every policy call times out and the turn
-    answers with the baseline draft).
+    answers with the baseline draft). ``latency_budget_ms`` replaces the bundle's default
+    latency budget; a request's ``X-Retold-Latency-Budget-Ms`` still wins over it.
 
     Raises:
         UsageError: an unknown bundle or provider, a bad URL, or (``UnfittedBundleError``)
@@ -87,6 +89,8 @@ def build_gateway(
     overrides: dict[str, int] = {}
     if policy_timeout_ms is not None:
         overrides = {"gap_timeout_ms": policy_timeout_ms, "admission_timeout_ms": policy_timeout_ms}
+    if latency_budget_ms is not None:
+        overrides["latency_budget_ms"] = latency_budget_ms
     chat = MemoryChat.from_bundle(
         store=store, bundle=b, model=model, config=b.config(shadow=not live, **overrides)
     )
