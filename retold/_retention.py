@@ -5,11 +5,12 @@ some of it: activation verifies a record against its session, reading the turn i
 and the turns around it (the next own turn may take it back or confirm it, an earlier one
 may frame it as someone else's words), and a later statement is matched against the claims
 of the preferences it may withdraw. :func:`prune_transcript` blanks the text and speaker of
-every turn of a session whose last turn was logged before a cutoff, unless memory relies on
-that session: a record that is not deleted comes from it or cites it, a verified-evidence
-event of such a record names it, or a review item of such a record shows a turn of it.
-Those sessions are kept whole, so every verification reads what it read before; a blanked
-session can only make a later verification fail, never pass.
+every turn logged before a cutoff, unless memory relies on the turn's session: a record
+that is not deleted comes from it or cites it, a verified-evidence event of such a record
+names it, or a review item of such a record shows a turn of it. Those sessions are kept
+whole, so every verification reads what it read before; a blanked turn can only make a
+later verification fail, never pass. A session that goes on past the cutoff (a thread a
+user keeps coming back to) loses the words of its turns before it and keeps the rest.
 
 The rows stay, content-free (session, index, role, time): a session that continues keeps
 counting its turns, extraction's progress stays aligned with them, and the gateway's
@@ -17,9 +18,9 @@ history matching still counts the messages a session holds. ``MemoryChat`` leave
 turns out of the history it sends the model. A session blanked before it was extracted
 gives no records: extract at session end, well before the cutoff.
 
-Each session goes in a write transaction of its own, so turns keep being written meanwhile;
-a session that received a turn since the prune began, or that a record written since then
-relies on, is left as it is. (Not re-read: evidence that activation verifies for an older
+Each session goes in a write transaction of its own, so turns keep being written meanwhile
+(they are newer than the cutoff); a session that a record written since the prune began
+relies on is left as it is. (Not re-read: evidence that activation verifies for an older
 record while the prune runs, against a session that no record, event or review named
 before; such a record has no session and cites none.) Run ``vacuum`` afterwards for the
 text to leave the database files.
@@ -43,8 +44,10 @@ _Query = Callable[[str, Sequence[Any]], list[dict[str, Any]]]
 
 
 class TranscriptPrune(RowCounts):
-    """What :func:`prune_transcript` did, as counts: ``sessions`` blanked, their
-    ``transcript_turns`` blanked, and ``sessions_kept`` (old, but memory relies on them)."""
+    """What :func:`prune_transcript` did, as counts: ``sessions`` whose turns before the
+    cutoff were blanked (``sessions_continuing`` of them keep newer turns), the
+    ``transcript_turns`` blanked, and ``sessions_kept`` (with old turns, but memory relies
+    on them)."""
 
     before: datetime
     tenant: str | None
@@ -53,8 +56,8 @@ class TranscriptPrune(RowCounts):
 def prune_transcript(
     store: Store, before: datetime, *, tenant: str | None = None
 ) -> TranscriptPrune:
-    """Blank the words of the sessions whose last turn was logged before ``before`` and
-    that memory does not rely on (see the module doc); ``tenant`` limits it to one tenant.
+    """Blank the words of the turns logged before ``before`` in the sessions memory does not
+    rely on (see the module doc); ``tenant`` limits it to one tenant.
 
     Raises:
         InvalidInputError: ``before`` has no time zone.
@@ -63,15 +66,15 @@ def prune_transcript(
     if before.tzinfo is None:
         raise InvalidInputError("before", "needs a time zone (e.g. UTC)")
     cutoff = iso(before) or ""
-    only, only_params = (" WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
-    # Sessions whose newest turn is older than the cutoff and that still hold some text.
+    only, only_params = (" AND tenant = ?", [tenant]) if tenant is not None else ("", [])
+    # Sessions with a turn older than the cutoff that still holds some text.
     old = store.query(
-        f"SELECT tenant, principal, session_id FROM transcript_turns{only} "
-        "GROUP BY tenant, principal, session_id HAVING MAX(time) < ? AND MAX(text) != '' "
-        "ORDER BY tenant, principal, session_id",
-        [*only_params, cutoff],
+        "SELECT tenant, principal, session_id FROM transcript_turns "
+        f"WHERE time < ? AND (text != '' OR speaker IS NOT NULL){only} "
+        "GROUP BY tenant, principal, session_id ORDER BY tenant, principal, session_id",
+        [cutoff, *only_params],
     )
-    counts = {"sessions": 0, "transcript_turns": 0, "sessions_kept": 0}
+    counts = {"sessions": 0, "sessions_continuing": 0, "transcript_turns": 0, "sessions_kept": 0}
     # Per principal: the sessions memory relies on, and the newest record then read (the
     # records written later are read again inside each session's transaction).
     relied: dict[Principal, tuple[set[str], int]] = {}
@@ -89,15 +92,8 @@ def prune_transcript(
         session = row["session_id"]
         key = [scope.tenant, scope.principal, session]
         with store.write(tenant=scope.tenant) as w:
-            # What changed since the prune began: a new turn makes the session recent, and
-            # a record written meanwhile may rely on it.
-            newest = w.query(
-                "SELECT MAX(time) AS t FROM transcript_turns "
-                "WHERE tenant = ? AND principal = ? AND session_id = ?",
-                key,
-            )[0]["t"]
-            if newest is None or str(newest) >= cutoff:
-                continue
+            # A record written since the prune began may rely on the session. (Turns written
+            # meanwhile are newer than the cutoff, so they are not touched.)
             if session in sessions or session in _relied_on(
                 w.query, scope, reviews, after_rowid=mark
             ):
@@ -106,13 +102,20 @@ def prune_transcript(
             blanked = int(
                 w.execute(
                     "UPDATE transcript_turns SET text = '', speaker = NULL "
-                    "WHERE tenant = ? AND principal = ? AND session_id = ? "
+                    "WHERE tenant = ? AND principal = ? AND session_id = ? AND time < ? "
                     "AND (text != '' OR speaker IS NOT NULL)",
-                    key,
+                    [*key, cutoff],
                 ).rowcount
             )
-        counts["sessions"] += 1
-        counts["transcript_turns"] += blanked
+            newer = w.query(
+                "SELECT 1 AS x FROM transcript_turns "
+                "WHERE tenant = ? AND principal = ? AND session_id = ? AND time >= ? LIMIT 1",
+                [*key, cutoff],
+            )
+        if blanked:
+            counts["sessions"] += 1
+            counts["sessions_continuing"] += bool(newer)
+            counts["transcript_turns"] += blanked
     return TranscriptPrune(before=before, tenant=tenant, counts=counts)
 
 

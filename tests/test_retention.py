@@ -91,7 +91,12 @@ async def test_old_sessions_memory_does_not_rely_on_lose_their_words(
 
     pruned = prune_transcript(store, clock() - timedelta(days=30), tenant="acme")
 
-    assert pruned.counts == {"sessions": 2, "transcript_turns": 4, "sessions_kept": 2}
+    assert pruned.counts == {
+        "sessions": 2,
+        "sessions_continuing": 0,
+        "transcript_turns": 4,
+        "sessions_kept": 2,
+    }
     assert [t.text for t in store.turns(MAYA, "s0")] == ["", ""]
     assert all(t.speaker is None for t in store.turns(MAYA, "s0"))
     assert _shape(store, MAYA, "s0") == shape  # rows, indices, roles and times stay
@@ -100,7 +105,12 @@ async def test_old_sessions_memory_does_not_rely_on_lose_their_words(
     assert ProfileAssembler(store).build(MAYA) == profile
     assert {r.id: verify_evidence(store, MAYA, r) for r in records} == verified
     again = prune_transcript(store, clock() - timedelta(days=30), tenant="acme")
-    assert again.counts == {"sessions": 0, "transcript_turns": 0, "sessions_kept": 2}
+    assert again.counts == {
+        "sessions": 0,
+        "sessions_continuing": 0,
+        "transcript_turns": 0,
+        "sessions_kept": 2,
+    }
     everyone = prune_transcript(store, clock() - timedelta(days=30))
     assert everyone.counts["sessions"] == 1 and _where(store, "Zanzibarian") == set()
 
@@ -154,6 +164,42 @@ async def test_a_chat_that_continues_a_blanked_session_sends_no_empty_message(
     assert [m.content for m in seen[0] if m.role == "user"] == ["Back again, a second name please?"]
 
 
+@pytest.mark.anyio
+async def test_a_thread_that_goes_on_past_the_cutoff_loses_its_old_words(
+    any_store: Store, clock: FixedClock
+) -> None:
+    """A session the user keeps coming back to loses the words of its turns before the
+    cutoff and keeps the newer ones; a continuing session memory relies on stays whole."""
+    store = any_store
+    chat = _chat(store)
+    await chat.turn(EVE, "thread", SMALL_TALK)
+    await chat.turn(MAYA, "thread", STATED)
+    await chat.end_session(MAYA, "thread")  # records come from maya's thread
+    clock.advance(days=40)
+    for who in (EVE, MAYA):
+        await chat.turn(who, "thread", "And another sourdough question for you.")
+    before = _shape(store, EVE, "thread")
+    kept = store.turns(MAYA, "thread")
+
+    pruned = prune_transcript(store, clock() - timedelta(days=30))
+
+    assert pruned.counts == {
+        "sessions": 1,
+        "sessions_continuing": 1,
+        "transcript_turns": 2,
+        "sessions_kept": 1,
+    }
+    assert [t.text for t in store.turns(EVE, "thread")] == [
+        "",
+        "",
+        "And another sourdough question for you.",
+        "answer to 'And another sourdough question for you.' | ",
+    ]
+    assert _shape(store, EVE, "thread") == before
+    assert store.turns(MAYA, "thread") == kept
+    assert _where(store, "Zanzibarian") == set()
+
+
 def test_memory_prune_transcript_needs_yes_and_reports_counts(
     tmp_path: Path, clock: FixedClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -167,7 +213,12 @@ def test_memory_prune_transcript_needs_yes_and_reports_counts(
     assert "--yes" in capsys.readouterr().err
     assert main([*args, "--all-tenants", "--yes", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["counts"] == {"sessions": 3, "transcript_turns": 6, "sessions_kept": 3}
+    assert out["counts"] == {
+        "sessions": 3,
+        "sessions_continuing": 0,
+        "transcript_turns": 6,
+        "sessions_kept": 3,
+    }
     assert main([*args[:4], "--tenant", "acme", "--older-than-days", "0", "--yes"]) == 2
     assert "--older-than-days" in capsys.readouterr().err
     assert main([*args[:4], "--tenant", "acme", "--before", "someday", "--yes"]) == 2
@@ -199,7 +250,12 @@ async def test_the_session_a_hosts_record_was_verified_in_is_kept(
 
     pruned = prune_transcript(store, clock() - timedelta(days=30))
 
-    assert pruned.counts == {"sessions": 0, "transcript_turns": 0, "sessions_kept": 1}
+    assert pruned.counts == {
+        "sessions": 0,
+        "sessions_continuing": 0,
+        "transcript_turns": 0,
+        "sessions_kept": 1,
+    }
     assert verified is not None
     assert verify_evidence(store, MAYA, record) == verified
 

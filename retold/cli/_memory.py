@@ -94,12 +94,12 @@ def register(sub: Any) -> None:
 
     prune = msub.add_parser(
         "prune-transcript",
-        help="blank the words of old conversations that memory does not rely on "
-        "(sessions whose last turn is older than the cutoff; then run vacuum)",
+        help="blank the words of turns older than the cutoff in conversations that memory "
+        "does not rely on (then run vacuum)",
     )
     add_db(prune)
     add_tenant_scope(prune, "sessions")
-    add_cutoff(prune, "sessions last used")
+    add_cutoff(prune, "turns logged")
     add_json(prune)
     prune.set_defaults(handler=_prune_transcript)
 
