@@ -337,7 +337,7 @@ def test_a_duplicate_turn_index_rolls_the_whole_turn_back(store: SQLiteStore) ->
     anyio.run(lambda: chat.turn(SCOPE, "s1", "hello"))
     turns = store.turns
 
-    def stale(scope: Principal, session_id: str) -> Any:
+    def stale(scope: Principal, session_id: str, *, last: int | None = None) -> Any:
         return []  # as if another worker had not yet seen turn 0
 
     store.turns = stale  # type: ignore[method-assign]

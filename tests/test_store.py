@@ -355,6 +355,14 @@ async def test_async_store_round_trip(store: Store, alice: Principal) -> None:
     assert [r.id for r, _ in hits] == [rec.id]
     await a.delete(alice, rec.id)
     assert await a.search(alice, "tea") == []
+    for i in range(3):
+        await a.add_turn(
+            alice,
+            TranscriptTurn(
+                session_id="s", turn_index=i, role=Role.USER, text=f"t{i}", time=store.clock()
+            ),
+        )
+    assert [t.text for t in await a.turns(alice, "s", last=2)] == ["t1", "t2"]
 
 
 def test_transition_to_superseded_names_its_successor(store: Store, alice: Principal) -> None:
