@@ -363,6 +363,7 @@ class MemoryChat:
         *,
         options: TurnOptions | None = None,
         public_context: str | None = None,
+        history_turns: int | None = None,
     ) -> ChatReply:
         """Answer one user turn.
 
@@ -375,13 +376,23 @@ class MemoryChat:
                 regeneration, never for the policies' calls).
             public_context: extra context for this turn (documents, page state, ...),
                 appended to the system prompt.
+            history_turns: the session's earlier turns to send with this turn (default:
+                the chat's ``history_turns``).
         """
         scope, session_id, text = check_chat_turn(scope, session_id, text, public_context, options)
+        if history_turns is None:
+            history_turns = self.history_turns
+        elif (
+            isinstance(history_turns, bool)
+            or not isinstance(history_turns, int)
+            or history_turns < 0
+        ):
+            raise InvalidInputError("history_turns", "must be an int >= 0 or None")
         now = self.store.clock()
         # Only the turns sent with the request (and the newest, for the next index): a long
         # session costs the same read as a short one.
         history = await anyio.to_thread.run_sync(
-            partial(self.store.turns, scope, session_id, last=max(self.history_turns, 1))
+            partial(self.store.turns, scope, session_id, last=max(history_turns, 1))
         )
         turn_index = history[-1].turn_index + 1 if history else 0
         user_turn = TranscriptTurn(
@@ -397,7 +408,7 @@ class MemoryChat:
         if self.memory_mode == "utility_aware" and self.config.profile_enabled:
             profile = await anyio.to_thread.run_sync(self.profile.for_session, scope, session_id)
         calls: list[ToolCall] = []
-        prior = history[-self.history_turns :] if self.history_turns else []
+        prior = history[-history_turns:] if history_turns else []
 
         async def generate(req: GenerationRequest) -> str:
             messages = _messages(req.public_context, req.profile, prior, req.turn, req.memory)

@@ -9,6 +9,7 @@ import pytest
 
 from retold import (
     Disposition,
+    InvalidInputError,
     Principal,
     RecordDraft,
     SQLiteStore,
@@ -206,8 +207,6 @@ async def test_the_answers_sampling_options_reach_the_draft_and_the_regeneration
     ],
 )
 def test_turn_options_name_a_bad_sampling_option(options: dict[str, Any], field: str) -> None:
-    from retold import InvalidInputError
-
     with pytest.raises(InvalidInputError) as caught:
         TurnOptions(**options)
     assert caught.value.field == field
@@ -229,6 +228,22 @@ async def test_a_long_session_sends_its_newest_turns_and_counts_on(store: SQLite
         assert reply.turn_index == 2 * i
     assert seen[-1] == ["re message 3", "message 4", "re message 4", "message 5"]
     assert [t.turn_index for t in store.turns(MAYA, "s1")] == list(range(12))
+    # One turn may ask for more (or none) of the session's history.
+    await chat.turn(MAYA, "s1", "message 6", history_turns=5)
+    assert seen[-1] == [
+        "re message 3",
+        "message 4",
+        "re message 4",
+        "message 5",
+        "re message 5",
+        "message 6",
+    ]
+    await chat.turn(MAYA, "s1", "message 7", history_turns=0)
+    assert seen[-1] == ["message 7"]
+    for bad in (-1, True, 1.5):
+        with pytest.raises(InvalidInputError) as caught:
+            await chat.turn(MAYA, "s1", "x", history_turns=bad)  # type: ignore[arg-type]
+        assert caught.value.field == "history_turns"
 
 
 @pytest.mark.anyio

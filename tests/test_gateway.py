@@ -99,7 +99,17 @@ def _gateway(
     store: Store, keys: KeyFile, loopback: LoopbackServer, clock: FakeMonotonic, **kw: Any
 ) -> Gateway:
     """The tests' gateway over ``store``: offline-reference bundle, shadow mode, tight limits
-    (``kw``: more build_gateway arguments)."""
+    (``kw``: more build_gateway arguments, or limits of ``config`` to change)."""
+    limits: dict[str, Any] = {
+        "rate_limit_rps": 0.01,
+        "rate_limit_burst": 5,
+        "session_idle_s": 60,
+        "max_messages": 8,
+        "max_body_bytes": 4096,
+    }
+    for name in list(kw):
+        if name in GatewayConfig.model_fields:
+            limits[name] = kw.pop(name)
     return build_gateway(
         store=store,
         keys=keys,
@@ -110,14 +120,7 @@ def _gateway(
         upstream_api_key=UPSTREAM_KEY,
         upstream_timeout_s=1.0,
         upstream_retry=RetryPolicy(initial_backoff=0.01, jitter=0),
-        config=GatewayConfig(
-            upstream_model="up-model",
-            rate_limit_rps=0.01,
-            rate_limit_burst=5,
-            session_idle_s=60,
-            max_messages=8,
-            max_body_bytes=4096,
-        ),
+        config=GatewayConfig(upstream_model="up-model", **limits),
         clock=clock,
         wall_clock=lambda: 1767225600.0,
         **kw,
@@ -219,6 +222,40 @@ async def test_a_bad_latency_budget_header_is_a_400_naming_it(
     assert response.status_code == 400
     assert response.json()["error"]["param"] == BUDGET_HEADER
     assert AuditLog(env.store).decision_rows() == []
+
+
+async def test_the_model_sees_the_whole_conversation_the_client_sent(
+    tmp_path: Path, loopback: LoopbackServer
+) -> None:
+    """A client's 40 earlier messages all reach the upstream (not the chat's default 20),
+    and a client that sends only its turn in a named session gets the session's recent
+    turns."""
+    store = SQLiteStore(tmp_path / "g.db")
+    keys = KeyFile(tmp_path / "keys.json")
+    key, _ = keys.add("acme", "alice")
+    said = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
+        for i in range(40)
+    ]
+    gateway = _gateway(
+        store, keys, loopback, FakeMonotonic(), max_messages=64, max_body_bytes=65536
+    )
+    async with gateway:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=gateway.app), base_url="http://gw"
+        ) as raw:
+            auth = {"Authorization": f"Bearer {key}", "X-Retold-Session": "long"}
+            for messages in ([*said, {"role": "user", "content": "and now?"}],
+                             [{"role": "user", "content": "only this"}]):  # fmt: skip
+                response = await raw.post(
+                    "/v1/chat/completions", headers=auth, json={"messages": messages}
+                )
+                assert response.status_code == 200
+    store.close()
+    whole, alone = (r.json["messages"] for r in loopback.chat_completions.requests)
+    assert [m["content"] for m in whole] == [m["content"] for m in said] + ["and now?"]
+    assert len(alone) == 21 and alone[-1]["content"] == "only this"
+    assert alone[-2]["content"] == "echo: and now?"
 
 
 @BOTH_BACKENDS

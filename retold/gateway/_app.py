@@ -563,6 +563,9 @@ class Gateway:
                             session_id,
                             req.turn,
                             public_context=req.public_context,
+                            # The model sees the conversation the client sent, however long
+                            # (a client sending only its turn gets the session's recent turns).
+                            history_turns=max(self.chat.history_turns, len(req.conversation)),
                             options=TurnOptions(
                                 latency_budget_ms=budget_ms,
                                 max_tokens=req.max_tokens,
