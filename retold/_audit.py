@@ -243,6 +243,9 @@ class DecisionReport(BaseModel):
         budget_exhausted: turns withheld for budget before admission completed.
         policy_failures: stage -> reason -> count (budget withholding excluded).
         admission: provenance -> precision/recall, only where offline labels exist.
+        serving_models / policy_models: turns per model that wrote the answers, and per
+            model the gap and admission policies called (``none``: no model), so a log
+            spanning a change of model shows it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -256,6 +259,8 @@ class DecisionReport(BaseModel):
     budget_exhausted: int
     policy_failures: dict[str, dict[str, int]]
     admission: dict[str, AdmissionQuality]
+    serving_models: dict[str, int] = Field(default_factory=dict)
+    policy_models: dict[str, int] = Field(default_factory=dict)
 
 
 SessionKey = tuple[str, str, str]
@@ -943,7 +948,15 @@ def build_report(
             stage: dict(sorted(counts.items())) for stage, counts in sorted(failures.items())
         },
         admission=_admission_quality(rows, labels),
+        serving_models=_per_model(rows, "serving_model"),
+        policy_models=_per_model(rows, "policy_model"),
     )
+
+
+def _per_model(rows: Sequence[Mapping[str, Any]], column: str) -> dict[str, int]:
+    """Turns per value of a model column (``none`` where no model was recorded)."""
+    counts = Counter(row.get(column) or "none" for row in rows)
+    return dict(sorted(counts.items()))
 
 
 def _admission_quality(

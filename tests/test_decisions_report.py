@@ -121,6 +121,22 @@ async def test_report_counts_rates_and_failures(store: SQLiteStore, populated: A
     assert report.policy_failures == {"gap": {"exception": 1}}
     assert report.added_latency["empty_gap"].turns == 2
     assert report.added_latency["gap"].turns == 2
+    assert report.serving_models == {"none": 6} and report.policy_models == {"none": 6}
+
+
+def test_turns_are_counted_per_model() -> None:
+    """A log spanning a change of model reports the turns of each."""
+    base = {"disposition": "regenerated", "shadow": 0, "gap_status": "ok", "gap_count": 1}
+    base |= {"failure_stage": None, "failure_reason": None, "admitted_ids": [], "added_ms": 1.0}
+    rows = [
+        {**base, "id": "a", "serving_model": "m1", "policy_model": "openai:m1"},
+        {**base, "id": "b", "serving_model": "m2", "policy_model": "openai:m2"},
+        {**base, "id": "c", "serving_model": "m2", "policy_model": "openai:m2"},
+        {**base, "id": "d", "serving_model": "m2", "policy_model": None},
+    ]
+    report = build_report(rows, [])
+    assert report.serving_models == {"m1": 1, "m2": 3}
+    assert report.policy_models == {"none": 1, "openai:m1": 1, "openai:m2": 2}
 
 
 async def test_precision_and_recall_exclude_budget_withholding(
@@ -179,6 +195,8 @@ async def test_cli_report_text(
     out = capsys.readouterr().out
     for phrase in (
         "turns: 6",
+        "serving models: none (6)",
+        "policy models: none (6)",
         "regenerated: 1",
         "injection rate",
         "empty-gap turns",

@@ -62,7 +62,14 @@ def _pct(value: float | None) -> str:
 
 def render(report: DecisionReport) -> str:
     """The human-readable report."""
-    lines = [f"turns: {report.turns} (shadow: {report.shadow_turns})", "dispositions:"]
+    lines = [f"turns: {report.turns} (shadow: {report.shadow_turns})"]
+    for label, models in (
+        ("serving models", report.serving_models),
+        ("policy models", report.policy_models),
+    ):
+        if models:
+            lines.append(f"{label}: " + ", ".join(f"{m} ({n})" for m, n in models.items()))
+    lines.append("dispositions:")
     lines += [f"  {name}: {count}" for name, count in report.dispositions.items()]
     note = (
         " (shadow turns count what live serving would have injected)" if report.shadow_turns else ""
