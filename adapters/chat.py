@@ -168,6 +168,9 @@ class ChatReply:
         turn_index: the user turn's index in the session transcript (the reply is next).
         tool_calls: the ``memory_search`` calls the model issued, with their arguments.
         searches: the host-issued searches of ``auto``/``hybrid`` trigger modes.
+        finish_reason: the provider's finish reason (``stop``, ``length``, ``end_turn``,
+            ``max_tokens``, ...) of the call whose text is ``response``: the regeneration's
+            when it was applied, else the draft's; None when the model reports none.
     """
 
     response: str
@@ -175,6 +178,7 @@ class ChatReply:
     turn_index: int
     tool_calls: tuple[ToolCall, ...] = ()
     searches: tuple[str, ...] = field(default=())
+    finish_reason: str | None = None
 
 
 class MemoryChat:
@@ -410,9 +414,12 @@ class MemoryChat:
         calls: list[ToolCall] = []
         prior = history[-history_turns:] if history_turns else []
 
+        # The finish reason of the draft and of the regeneration (it has admitted records).
+        finished: dict[str, str | None] = {}
+
         async def generate(req: GenerationRequest) -> str:
             messages = _messages(req.public_context, req.profile, prior, req.turn, req.memory)
-            return await self._complete_with_tools(
+            completion = await self._complete_with_tools(
                 scope,
                 session_id,
                 turn_index,
@@ -421,6 +428,8 @@ class MemoryChat:
                 since=now,
                 sampling=_sampling(req.max_tokens, req.temperature),
             )
+            finished["final" if req.memory_records else "draft"] = completion.finish_reason
+            return completion.text
 
         searches: tuple[str, ...] = ()
         decision: TurnMemoryDecision | None = None
@@ -486,12 +495,14 @@ class MemoryChat:
             )
             reply = _reply_turn(user_turn, response, self.store.clock())
             await anyio.to_thread.run_sync(_write_turns, self.store, scope, (user_turn, reply), now)
+        applied = decision is not None and decision.applied
         return ChatReply(
             response=response,
             decision=decision,
             turn_index=turn_index,
             tool_calls=tuple(calls),
             searches=searches,
+            finish_reason=finished.get("final" if applied else "draft"),
         )
 
     async def _durable(self, seq: int, decision_id: str) -> None:
@@ -518,7 +529,7 @@ class MemoryChat:
         *,
         since: datetime,
         sampling: dict[str, Any],
-    ) -> str:
+    ) -> Completion:
         tools = [MEMORY_SEARCH_TOOL] if self._tools_offered else None
         rounds = 0
         while True:
@@ -537,7 +548,7 @@ class MemoryChat:
             # After the last round the answer is whatever text came back: a model that
             # still asks for tools is not given them again.
             if not completion.tool_calls or tools is None or last:
-                return completion.text
+                return completion
             rounds += 1
             messages.append(completion.to_message())
             for call in completion.tool_calls:

@@ -181,17 +181,25 @@ async def test_the_answers_sampling_options_reach_the_draft_and_the_regeneration
     store: SQLiteStore, loopback: LoopbackServer, adapter: OpenAIChatAdapter
 ) -> None:
     """TurnOptions' max_tokens and temperature go with both calls that write the answer;
-    a turn without them sends neither, leaving the model's defaults."""
+    a turn without them sends neither, leaving the model's defaults. The reply's finish
+    reason is that of the call whose text it is."""
     store.add(MAYA, RecordDraft(text="My dentist is Dr. Ana Ribeiro in Porto.", speaker="Maya"))
+    loopback.chat_completions.push(
+        openai_chat("a draft cut short", finish_reason="length"),
+        openai_chat("Dr. Ana Ribeiro.", finish_reason="stop"),
+        openai_chat("You're welcome, and", finish_reason="length"),
+    )
     chat = make_chat(store, model=adapter)
     options = TurnOptions(max_tokens=64, temperature=0.3)
     reply = await chat.turn(MAYA, "s1", "What was the name of my dentist again?", options=options)
     assert reply.decision is not None
     assert reply.decision.disposition is Disposition.REGENERATED
+    assert (reply.response, reply.finish_reason) == ("Dr. Ana Ribeiro.", "stop")
     sent = [r.json for r in loopback.chat_completions.requests]
     assert len(sent) == 2  # the draft and the regeneration (the policies are lexical)
     assert all((s["max_tokens"], s["temperature"]) == (64, 0.3) for s in sent)
-    await chat.turn(MAYA, "s1", "Thanks!")
+    thanks = await chat.turn(MAYA, "s1", "Thanks!")
+    assert thanks.finish_reason == "length"  # the draft's, the answer
     last = loopback.chat_completions.requests[-1].json
     assert "max_tokens" not in last and "temperature" not in last
 

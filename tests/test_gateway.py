@@ -37,7 +37,13 @@ from retold.gateway import (
 )
 from retold.gateway import _app as gateway_app
 from retold.gateway._sessions import FORK_WINDOW, resolve_session
-from retold.testing import LoopbackServer, Reply, loopback_fixture, openai_chat
+from retold.testing import (
+    LoopbackServer,
+    Reply,
+    anthropic_message,
+    loopback_fixture,
+    openai_chat,
+)
 
 from .conftest import POSTGRES_URL
 
@@ -759,6 +765,26 @@ async def test_the_clients_temperature_and_token_cap_reach_the_upstream(env: Env
     assert "temperature" not in second and "max_tokens" not in second
 
 
+async def test_an_answer_cut_at_its_token_cap_finishes_with_length(env: Env) -> None:
+    """The upstream's finish reason reaches the client as OpenAI's: an answer that hit
+    max_tokens finishes with "length" (JSON and stream), a whole one with "stop"."""
+    env.upstream.chat_completions.push(
+        openai_chat("a cut", finish_reason="length"),
+        openai_chat("a cut again", finish_reason="length"),
+        openai_chat("whole", finish_reason="stop"),
+    )
+    question = [{"role": "user", "content": "tell me everything"}]
+    async with env.client(env.alice) as client:
+        cut = await client.chat.completions.create(model="m", messages=question, max_tokens=3)
+        stream = await client.chat.completions.create(model="m", messages=question, stream=True)
+        async with stream:
+            finishes = [c.choices[0].finish_reason async for c in stream if c.choices]
+        whole = await client.chat.completions.create(model="m", messages=question)
+    assert cut.choices[0].finish_reason == "length"
+    assert finishes[-1] == "length" and set(finishes[:-1]) == {None}
+    assert whole.choices[0].finish_reason == "stop"
+
+
 async def test_usage_is_what_the_turn_cost_upstream(env: Env) -> None:
     """`usage` carries the tokens the upstream reported for the turn's calls, and /metrics
     adds them up by kind."""
@@ -961,7 +987,8 @@ def _db_bytes(directory: Path) -> bytes:
 
 async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> None:
     """--upstream-provider anthropic speaks the Messages API upstream and OpenAI to the
-    client; a temperature above Anthropic's 1 is a 400 naming the field, with no call."""
+    client (its end_turn and max_tokens finish as stop and length); a temperature above
+    Anthropic's 1 is a 400 naming the field, with no call."""
     keys = KeyFile(tmp_path / "keys.json")
     key, _ = keys.add("acme", "alice")
     store = SQLiteStore(tmp_path / "a.db")
@@ -990,8 +1017,15 @@ async def test_anthropic_upstream(tmp_path: Path, loopback: LoopbackServer) -> N
                 await client.chat.completions.create(
                     model="m", messages=[{"role": "user", "content": "again"}], temperature=1.5
                 )
+            loopback.messages.push(anthropic_message("a cut", stop_reason="max_tokens"))
+            cut = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "go on"}], max_tokens=2
+            )
     assert completion.choices[0].message.content == "echo: hi there"
-    [sent] = loopback.messages.requests
+    assert completion.choices[0].finish_reason == "stop"
+    assert cut.choices[0].finish_reason == "length"
+    sent, capped = loopback.messages.requests
+    assert capped.json["max_tokens"] == 2
     assert sent.headers["x-api-key"] == UPSTREAM_KEY
     assert caught.value.param == "temperature"
     assert "between 0 and 1 " in caught.value.message

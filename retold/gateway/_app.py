@@ -54,7 +54,7 @@ from retold.adapters.chat import ChatReply, MemoryChat, _write_turns
 from ._limits import TokenBuckets
 from ._metrics import CONTENT_TYPE_LATEST, GatewayMetrics, TurnUsage
 from ._sessions import resolve_session
-from ._wire import ChatRequest, error_body, parse_chat_request, sse_chunks
+from ._wire import ChatRequest, error_body, finish_reason, parse_chat_request, sse_chunks
 
 __all__ = ["BUDGET_HEADER", "DECISION_HEADER", "SESSION_HEADER", "Gateway", "GatewayConfig"]
 
@@ -479,6 +479,7 @@ class Gateway:
         )
         created = int(self._wall())
         model = self.config.upstream_model
+        finish = finish_reason(reply.finish_reason)
         self.metrics.requests.labels(route=route, status="200").inc()
         if chat_request.stream:
             return StreamingResponse(
@@ -487,6 +488,7 @@ class Gateway:
                     created,
                     model,
                     reply.response,
+                    finish,
                     usage if chat_request.include_usage else None,
                 ),
                 media_type="text/event-stream",
@@ -502,7 +504,7 @@ class Gateway:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": reply.response},
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                         "logprobs": None,
                     }
                 ],
@@ -700,7 +702,7 @@ def _classify(exc: RetoldError, session_id: str) -> _Upstream:
 
 
 async def _sse(
-    ident: str, created: int, model: str, text: str, usage: TurnUsage | None
+    ident: str, created: int, model: str, text: str, finish: str, usage: TurnUsage | None
 ) -> AsyncIterator[bytes]:
     """The reply as OpenAI streams it; with ``usage`` (the client asked for it through
     ``stream_options``), every chunk carries ``"usage": null`` and one last chunk with no
@@ -724,7 +726,7 @@ async def _sse(
     yield event({"role": "assistant", "content": ""}, None)
     for piece in sse_chunks(text):
         yield event({"content": piece}, None)
-    yield event({}, "stop")
+    yield event({}, finish)
     if usage is not None:
         yield chunk([], usage)
     yield b"data: [DONE]\n\n"

@@ -14,7 +14,7 @@ from typing import Any
 
 from retold._errors import InvalidInputError
 
-__all__ = ["ChatRequest", "error_body", "parse_chat_request"]
+__all__ = ["ChatRequest", "error_body", "finish_reason", "parse_chat_request"]
 
 _UNSUPPORTED = frozenset(
     {"tools", "tool_choice", "functions", "function_call", "response_format", "logprobs"}
@@ -182,6 +182,17 @@ def parse_chat_request(raw: bytes, *, max_messages: int) -> ChatRequest:
         temperature=_temperature(body.get("temperature")),
         first_message=next(text for role, text in dialogue if role == "user"),
     )
+
+
+def finish_reason(reason: str | None) -> str:
+    """A provider's finish reason as OpenAI's: ``length`` when the answer hit its token cap
+    (OpenAI's ``length``, Anthropic's ``max_tokens``), ``content_filter`` when a filter cut
+    it, else ``stop`` (the gateway's own tool rounds end before the answer)."""
+    if reason in ("length", "max_tokens"):
+        return "length"
+    if reason == "content_filter":
+        return "content_filter"
+    return "stop"
 
 
 def sse_chunks(text: str, size: int = 48) -> Iterator[str]:
