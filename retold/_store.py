@@ -1116,12 +1116,19 @@ class _SharedStoreOps:
                 )
             return self._require(w, scope, record_id, "id")
 
-    def _turns(self, scope: Principal, where: str, params: list[Any]) -> list[TranscriptTurn]:
-        rows = self.query(
+    def _turns(
+        self, scope: Principal, where: str, params: list[Any], *, last: int | None = None
+    ) -> list[TranscriptTurn]:
+        """The turns ``where`` selects, oldest first (with ``last``: only the newest)."""
+        sql = (
             "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
-            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index",
-            [scope.tenant, scope.principal, *params],
+            f"WHERE tenant = ? AND principal = ? AND {where} ORDER BY turn_index"
         )
+        args = [scope.tenant, scope.principal, *params]
+        if last is None:
+            rows = self.query(sql, args)
+        else:
+            rows = self.query(sql + " DESC LIMIT ?", [*args, last])[::-1]
         return [TranscriptTurn.model_validate(row) for row in rows]
 
     def get_turn(self, scope: Principal, ref: EvidenceRef) -> TranscriptTurn | None:
@@ -1214,17 +1221,9 @@ class _SharedStoreOps:
         """The session's transcript, oldest first; with ``last``, only its newest ``last``
         turns (one indexed read, however long the session has grown)."""
         session_id = scope_id("session_id", session_id)
-        if last is None:
-            return self._turns(scope, "session_id = ?", [session_id])
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
             raise InvalidInputError("last", "must be an int >= 0 or None")
-        rows = self.query(
-            "SELECT session_id, turn_index, role, speaker, text, time FROM transcript_turns "
-            "WHERE tenant = ? AND principal = ? AND session_id = ? "
-            "ORDER BY turn_index DESC LIMIT ?",
-            [scope.tenant, scope.principal, session_id, last],
-        )
-        return [TranscriptTurn.model_validate(row) for row in reversed(rows)]
+        return self._turns(scope, "session_id = ?", [session_id], last=last)
 
     def next_turn_index(self, scope: Principal, session_id: str) -> int:
         session_id = scope_id("session_id", session_id)
