@@ -107,15 +107,16 @@ def prune_transcript(
                     [*key, cutoff],
                 ).rowcount
             )
+            if not blanked:
+                continue
             newer = w.query(
                 "SELECT 1 AS x FROM transcript_turns "
                 "WHERE tenant = ? AND principal = ? AND session_id = ? AND time >= ? LIMIT 1",
                 [*key, cutoff],
             )
-        if blanked:
-            counts["sessions"] += 1
-            counts["sessions_continuing"] += bool(newer)
-            counts["transcript_turns"] += blanked
+        counts["sessions"] += 1
+        counts["sessions_continuing"] += bool(newer)
+        counts["transcript_turns"] += blanked
     return TranscriptPrune(before=before, tenant=tenant, counts=counts)
 
 
